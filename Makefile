@@ -1,0 +1,52 @@
+# Developer entry points. `make test` is the test command CI runs (.ci/run).
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+
+GO ?= go
+BIN := bin/marketdata
+# git describe fails outside a checkout or before the first commit: the version is then "dev".
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+FUZZTIME ?= 30s
+
+.PHONY: build run test fuzz bench services lint clean
+
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/marketdata
+
+# Migrate, ingest, API and feed in one process against the local services (make services).
+run: build
+	$(BIN) dev
+
+test:
+	$(GO) vet ./...
+	$(GO) test -count=1 -p 2 -timeout 20m ./...
+
+# Runs every fuzz target for FUZZTIME, one at a time: `go test -fuzz` takes one package and
+# one target per run. `go test -list` prints each package's targets, then its "ok" line.
+fuzz:
+	@listing=$$($(GO) test -list 'Fuzz.*' ./...); \
+	targets=$$(awk '/^Fuzz/ { names = names " " $$1 } \
+		/^ok/ { if (names != "") print $$2 names; names = "" }' <<<"$$listing"); \
+	if [ -z "$$targets" ]; then echo "fuzz: no fuzz targets"; exit 0; fi; \
+	while read -r pkg names; do \
+		for name in $$names; do \
+			echo "fuzz: $$pkg $$name for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg" </dev/null; \
+		done; \
+	done <<<"$$targets"
+
+bench: build
+	$(GO) run ./bench/cmd/mdbench -bin $(BIN)
+
+services:
+	bash deploy/local/services.sh
+
+lint:
+	@unformatted=$$(find . -name '*.go' -not -path './.git/*' -not -path './vendor/*' \
+		-not -path '*/testdata/*' -print0 | xargs -0 -r gofmt -l); \
+	if [ -n "$$unformatted" ]; then printf 'gofmt -l lists:\n%s\n' "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,227 @@
+// Package cache keeps wire-ready JSON snapshots in Redis, precomputed at
+// ingest so that an API node only fetches and concatenates bytes.
+//
+// Layout under a prefix P (default "md:"); braces are Redis Cluster hash tags:
+//
+//	P{e:<event>}        hash  g=revision, b=event read body | m=merged_into
+//	P{m:<market>}       hash  g=revision, s="1" when served, b=price item
+//	P{m:<market>}:t     zset  newest ≤200 trades, score = ts in µs, member = trade JSON
+//	P{i}:g              hash  event → revision of its listing entry
+//	P{i}:s              hash  event → summary JSON (served active events only)
+//	P{i}:k              hash  event → the listing sets it is in
+//	P{i}:f:<c>:<v>:<n>  zset  listing set (score 0, member = event id) for
+//	                          category c, venue v, min_venues n ("*" = any)
+//
+// Every document write is one Lua script on keys of one hash slot, guarded by
+// the revision the store took under the document's row lock: an older write
+// that arrives late never replaces a newer one.
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/store"
+)
+
+// DefaultPrefix is the key prefix when none is configured.
+const DefaultPrefix = "md:"
+
+// Cache writes and reads the snapshots.
+type Cache struct {
+	rdb    redis.UniversalClient
+	prefix string
+	rules  Rules
+}
+
+// New returns a cache on rdb whose keys start with prefix.
+func New(rdb redis.UniversalClient, prefix string, rules Rules) *Cache {
+	return &Cache{rdb: rdb, prefix: prefix, rules: rules}
+}
+
+// Rules returns the serving rules the cache renders with.
+func (c *Cache) Rules() Rules { return c.rules }
+
+// Connect opens a client for MD_REDIS_URL: a redis:// or rediss:// URL for one
+// server, or comma-separated host:port addresses of a Redis Cluster.
+func Connect(ctx context.Context, url string) (redis.UniversalClient, error) {
+	var rdb redis.UniversalClient
+	if strings.HasPrefix(url, "redis://") || strings.HasPrefix(url, "rediss://") {
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("cache: parse redis url: %w", err)
+		}
+		rdb = redis.NewClient(opt)
+	} else {
+		var addrs []string
+		for a := range strings.SplitSeq(url, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				addrs = append(addrs, a)
+			}
+		}
+		if len(addrs) == 0 {
+			return nil, errors.New("cache: no redis address")
+		}
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	}
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("cache: ping redis: %w", err)
+	}
+	return rdb, nil
+}
+
+// EventKey is the key of an event's read document.
+func (c *Cache) EventKey(id string) string { return c.prefix + "{e:" + id + "}" }
+
+// MarketKey is the key of a market's price item.
+func (c *Cache) MarketKey(id string) string { return c.prefix + "{m:" + id + "}" }
+
+// TradesKey is the key of a market's newest trades.
+func (c *Cache) TradesKey(id string) string { return c.prefix + "{m:" + id + "}:t" }
+
+func (c *Cache) listingKey(suffix string) string { return c.prefix + "{i}:" + suffix }
+
+// SetKey is the key of a listing set (see SetName).
+func (c *Cache) SetKey(name string) string { return c.listingKey("f:" + name) }
+
+// putDoc replaces a document hash when the revision is newer (or equal, with
+// force, which rebuilds use to rewrite the same state).
+var putDoc = redis.NewScript(`
+local cur = tonumber(redis.call('HGET', KEYS[1], 'g') or '0')
+local gen = tonumber(ARGV[1])
+if gen < cur or (gen == cur and ARGV[2] ~= '1') then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'g', ARGV[1], unpack(ARGV, 3))
+return 1
+`)
+
+// putListing moves an event between listing sets when the revision is newer.
+// KEYS: {i}:g, {i}:s, {i}:k. ARGV: id, gen, force, set key prefix, summary
+// ("" = not listed), set names separated by spaces. The set keys share the
+// {i} hash tag, so the script stays in one slot.
+var putListing = redis.NewScript(`
+local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+local gen = tonumber(ARGV[2])
+if gen < cur or (gen == cur and ARGV[3] ~= '1') then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local old = redis.call('HGET', KEYS[3], ARGV[1])
+if old then
+  for s in string.gmatch(old, '%S+') do redis.call('ZREM', ARGV[4] .. s, ARGV[1]) end
+end
+if ARGV[5] == '' then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('HDEL', KEYS[3], ARGV[1])
+else
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[5])
+  redis.call('HSET', KEYS[3], ARGV[1], ARGV[6])
+  for s in string.gmatch(ARGV[6], '%S+') do redis.call('ZADD', ARGV[4] .. s, 0, ARGV[1]) end
+end
+return 1
+`)
+
+var scripts = []*redis.Script{putDoc, putListing}
+
+func (c *Cache) queueEvent(ctx context.Context, p redis.Pipeliner, d EventDocument, force bool) {
+	f := forceArg(force)
+	args := []any{d.Gen, f}
+	switch {
+	case d.Body != nil:
+		args = append(args, "b", d.Body)
+	case d.MergedInto != "":
+		args = append(args, "m", d.MergedInto)
+	}
+	putDoc.EvalSha(ctx, p, []string{c.EventKey(d.ID)}, args...)
+	summary := ""
+	if d.Summary != nil {
+		summary = string(d.Summary)
+	}
+	putListing.EvalSha(ctx, p,
+		[]string{c.listingKey("g"), c.listingKey("s"), c.listingKey("k")},
+		d.ID, d.Gen, f, c.listingKey("f:"), summary, strings.Join(d.Sets, " "))
+}
+
+func (c *Cache) queueMarket(ctx context.Context, p redis.Pipeliner, d MarketDocument, force bool) {
+	args := []any{d.Gen, forceArg(force)}
+	if d.Served {
+		args = append(args, "s", "1")
+	}
+	if d.Body != nil {
+		args = append(args, "b", d.Body)
+	}
+	putDoc.EvalSha(ctx, p, []string{c.MarketKey(d.ID)}, args...)
+}
+
+func (c *Cache) queueTrades(ctx context.Context, p redis.Pipeliner, trades []store.Trade) {
+	byMarket := map[string][]redis.Z{}
+	for i := range trades {
+		t := &trades[i]
+		byMarket[t.MarketID] = append(byMarket[t.MarketID], redis.Z{Score: TradeScore(t), Member: RenderTrade(t)})
+	}
+	for m, zs := range byMarket {
+		key := c.TradesKey(m)
+		p.ZAdd(ctx, key, zs...)
+		p.ZRemRangeByRank(ctx, key, 0, -MaxTrades-1)
+	}
+}
+
+func forceArg(force bool) string {
+	if force {
+		return "1"
+	}
+	return "0"
+}
+
+// Apply renders and writes everything a committed batch changed, in one
+// pipeline. It is safe to repeat: writes are guarded by revision and trades
+// are a set.
+func (c *Cache) Apply(ctx context.Context, res *store.Result) error {
+	return c.exec(ctx, func(p redis.Pipeliner) {
+		for _, d := range res.Events {
+			c.queueEvent(ctx, p, c.rules.RenderEvent(d), false)
+		}
+		for _, d := range res.Markets {
+			c.queueMarket(ctx, p, c.rules.RenderMarket(d), false)
+		}
+		c.queueTrades(ctx, p, res.Trades)
+	})
+}
+
+// exec runs a pipeline, loading the scripts and running it again when Redis
+// has lost them (a restart or SCRIPT FLUSH); the writes are idempotent.
+func (c *Cache) exec(ctx context.Context, queue func(redis.Pipeliner)) error {
+	for attempt := 0; ; attempt++ {
+		p := c.rdb.Pipeline()
+		queue(p)
+		_, err := p.Exec(ctx)
+		if err == nil {
+			return nil
+		}
+		if attempt == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			if err := c.LoadScripts(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		return fmt.Errorf("cache: write: %w", err)
+	}
+}
+
+// LoadScripts loads the write scripts on every Redis server.
+func (c *Cache) LoadScripts(ctx context.Context) error {
+	for _, s := range scripts {
+		if err := s.Load(ctx, c.rdb).Err(); err != nil {
+			return fmt.Errorf("cache: load script: %w", err)
+		}
+	}
+	return nil
+}
+
+// Ping checks that Redis answers.
+func (c *Cache) Ping(ctx context.Context) error {
+	return c.rdb.Ping(ctx).Err()
+}

@@ -1,0 +1,132 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// EventEntry is a cached event document as stored.
+type EventEntry struct {
+	// Found is false when Redis holds nothing for the event (never written,
+	// or evicted): the caller must not take that as "not served".
+	Found      bool
+	Gen        int64
+	Body       []byte
+	MergedInto string
+}
+
+// Event reads an event's document.
+func (c *Cache) Event(ctx context.Context, id string) (EventEntry, error) {
+	vals, err := c.rdb.HMGet(ctx, c.EventKey(id), "g", "b", "m").Result()
+	if err != nil {
+		return EventEntry{}, fmt.Errorf("cache: read event %s: %w", id, err)
+	}
+	var e EventEntry
+	if g, ok := vals[0].(string); ok {
+		e.Found = true
+		fmt.Sscan(g, &e.Gen) //nolint:errcheck // written by us as an integer
+	}
+	if b, ok := vals[1].(string); ok {
+		e.Body = []byte(b)
+	}
+	if m, ok := vals[2].(string); ok {
+		e.MergedInto = m
+	}
+	return e, nil
+}
+
+// MarketEntry is a cached price item as stored.
+type MarketEntry struct {
+	Found  bool
+	Served bool
+	Gen    int64
+	Body   []byte
+}
+
+// Markets reads the price items of ids, in order, in one round trip.
+func (c *Cache) Markets(ctx context.Context, ids []string) ([]MarketEntry, error) {
+	p := c.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = p.HMGet(ctx, c.MarketKey(id), "g", "s", "b")
+	}
+	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("cache: read %d markets: %w", len(ids), err)
+	}
+	out := make([]MarketEntry, len(ids))
+	for i, cmd := range cmds {
+		vals := cmd.Val()
+		if g, ok := vals[0].(string); ok {
+			out[i].Found = true
+			fmt.Sscan(g, &out[i].Gen) //nolint:errcheck // written by us as an integer
+		}
+		out[i].Served = vals[1] == "1"
+		if b, ok := vals[2].(string); ok {
+			out[i].Body = []byte(b)
+		}
+	}
+	return out, nil
+}
+
+// Trades reads a market's newest trades, newest first.
+func (c *Cache) Trades(ctx context.Context, marketID string, limit int) ([][]byte, error) {
+	vals, err := c.rdb.ZRevRange(ctx, c.TradesKey(marketID), 0, int64(limit-1)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("cache: read trades of %s: %w", marketID, err)
+	}
+	out := make([][]byte, len(vals))
+	for i, v := range vals {
+		out[i] = []byte(v)
+	}
+	return out, nil
+}
+
+// ListPage reads up to limit listed events of a set with ids above after
+// (bytewise), ascending, with their summaries.
+func (c *Cache) ListPage(ctx context.Context, set, after string, limit int) (ids []string, summaries [][]byte, err error) {
+	min := "-"
+	if after != "" {
+		min = "(" + after
+	}
+	ids, err = c.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{
+		Key: c.SetKey(set), Start: min, Stop: "+", ByLex: true, Count: int64(limit),
+	}).Result()
+	if err != nil {
+		return nil, nil, fmt.Errorf("cache: list %s: %w", set, err)
+	}
+	if len(ids) == 0 {
+		return ids, nil, nil
+	}
+	vals, err := c.rdb.HMGet(ctx, c.listingKey("s"), ids...).Result()
+	if err != nil {
+		return nil, nil, fmt.Errorf("cache: read summaries: %w", err)
+	}
+	summaries = make([][]byte, len(vals))
+	for i, v := range vals {
+		if s, ok := v.(string); ok {
+			summaries[i] = []byte(s)
+		}
+	}
+	return ids, summaries, nil
+}
+
+// Summaries reads every listed event's summary (what search ranks).
+func (c *Cache) Summaries(ctx context.Context) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	iter := c.rdb.HScan(ctx, c.listingKey("s"), 0, "", 1000).Iterator()
+	var key string
+	for i := 0; iter.Next(ctx); i++ {
+		if i%2 == 0 {
+			key = iter.Val()
+		} else {
+			out[key] = []byte(iter.Val())
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("cache: read summaries: %w", err)
+	}
+	return out, nil
+}

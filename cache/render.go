@@ -1,0 +1,282 @@
+package cache
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/marketdata/marketdata/store"
+)
+
+// MaxRecentlyResolved is how many resolved markets an event read shows.
+const MaxRecentlyResolved = 6
+
+// MaxTrades is how many of a market's newest trades the cache keeps.
+const MaxTrades = 200
+
+// Rules are the time-dependent parts of what is served.
+type Rules struct {
+	// Retention is how long a resolved market counts as recently resolved.
+	Retention time.Duration
+	// Now is the clock; rendering with the same Now is deterministic.
+	Now func() time.Time
+}
+
+func (r Rules) recentlyResolved(m *store.Market) bool {
+	return m.Status == store.StatusResolved && m.ResolvedAt != nil && m.ResolvedAt.After(r.Now().Add(-r.Retention))
+}
+
+// EventDocument is the rendered form of one event's cache entries.
+type EventDocument struct {
+	ID  string
+	Gen int64
+	// Body is the wire JSON of the event read; nil when the event is not
+	// served (unknown, fewer than two venues, or merged).
+	Body []byte
+	// MergedInto is set when the event was merged into another.
+	MergedInto string
+	// Summary is the listing item; nil unless the event is served and active.
+	Summary []byte
+	// Sets are the listing index sets the event belongs to (see setNames).
+	Sets []string
+}
+
+// MarketDocument is the rendered form of one market's price item.
+type MarketDocument struct {
+	ID     string
+	Gen    int64
+	Served bool
+	// Body is the price item; nil when the market is not served or has no price.
+	Body []byte
+}
+
+type eventSummary struct {
+	UniversalID       string  `json:"universal_id"`
+	Title             string  `json:"title"`
+	Category          string  `json:"category"`
+	Status            string  `json:"status"`
+	VenueAEventTicker *string `json:"venue_a_event_ticker"`
+	VenueBEventSlug   *string `json:"venue_b_event_slug"`
+	VenueCEventID     *string `json:"venue_c_event_id"`
+	VenueDEventID     *string `json:"venue_d_event_id"`
+	VenueCount        int     `json:"venue_count"`
+	Volume            float64 `json:"volume"`
+	UpdatedAt         string  `json:"updated_at"`
+}
+
+type eventRead struct {
+	eventSummary
+	Markets          []marketItem `json:"markets"`
+	RecentlyResolved []marketItem `json:"recently_resolved"`
+}
+
+type marketItem struct {
+	UniversalID string            `json:"universal_id"`
+	EventID     string            `json:"event_id"`
+	Title       string            `json:"title"`
+	Status      string            `json:"status"`
+	Venues      map[string]string `json:"venues"`
+	ResolvedAt  *string           `json:"resolved_at,omitempty"`
+	Result      *string           `json:"result,omitempty"`
+}
+
+type priceItem struct {
+	MarketID  string                 `json:"market_id"`
+	EventID   string                 `json:"event_id"`
+	Status    string                 `json:"status"`
+	Quotes    map[string]store.Quote `json:"quotes"`
+	BestBid   *float64               `json:"best_bid"`
+	BestAsk   *float64               `json:"best_ask"`
+	Version   int64                  `json:"version"`
+	UpdatedAt string                 `json:"updated_at"`
+}
+
+type tradeItem struct {
+	TradeID  string  `json:"trade_id"`
+	MarketID string  `json:"market_id"`
+	Venue    string  `json:"venue"`
+	Price    float64 `json:"price"`
+	Size     float64 `json:"size"`
+	Side     string  `json:"side"`
+	TS       string  `json:"ts"`
+}
+
+// FormatTime is the wire form of every time: RFC 3339 in UTC.
+func FormatTime(t time.Time) string {
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// marshal encodes without HTML escaping and without a trailing newline.
+func marshal(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Every rendered type is plain data with finite numbers (the decoder
+		// rejects NaN and infinities cannot be written in JSON).
+		panic("cache: encode: " + err.Error())
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+func summaryOf(e *store.Event) eventSummary {
+	return eventSummary{
+		UniversalID: e.ID, Title: e.Title, Category: e.Category, Status: e.Status,
+		VenueAEventTicker: e.VenueIDs[0], VenueBEventSlug: e.VenueIDs[1],
+		VenueCEventID: e.VenueIDs[2], VenueDEventID: e.VenueIDs[3],
+		VenueCount: e.VenueCount(), Volume: e.Volume, UpdatedAt: FormatTime(e.UpdatedAt),
+	}
+}
+
+func itemOf(m *store.Market) marketItem {
+	it := marketItem{UniversalID: m.ID, EventID: m.EventID, Title: m.Title, Status: m.Status, Venues: m.Venues}
+	if m.Status == store.StatusResolved {
+		if m.ResolvedAt != nil {
+			s := FormatTime(*m.ResolvedAt)
+			it.ResolvedAt = &s
+		}
+		it.Result = m.Result
+	}
+	if it.Venues == nil {
+		it.Venues = map[string]string{}
+	}
+	return it
+}
+
+// RenderEvent renders an event's read document and listing entry.
+func (r Rules) RenderEvent(d store.EventDoc) EventDocument {
+	out := EventDocument{ID: d.ID, Gen: d.Rev}
+	e := d.Event
+	if e == nil {
+		return out
+	}
+	if e.Status == store.StatusMerged {
+		if e.MergedInto != nil {
+			out.MergedInto = *e.MergedInto
+		}
+		return out
+	}
+	if !e.Served() {
+		return out
+	}
+	doc := eventRead{eventSummary: summaryOf(e), Markets: []marketItem{}, RecentlyResolved: []marketItem{}}
+	var resolved []*store.Market
+	for i := range d.Markets {
+		m := &d.Markets[i]
+		switch {
+		case m.Status == store.StatusActive:
+			doc.Markets = append(doc.Markets, itemOf(m))
+		case r.recentlyResolved(m):
+			resolved = append(resolved, m)
+		}
+	}
+	// Newest resolution first; ties by ascending id so the order is total.
+	slices.SortStableFunc(resolved, func(a, b *store.Market) int {
+		if c := b.ResolvedAt.Compare(*a.ResolvedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	for _, m := range resolved[:min(len(resolved), MaxRecentlyResolved)] {
+		doc.RecentlyResolved = append(doc.RecentlyResolved, itemOf(m))
+	}
+	out.Body = marshal(doc)
+	if e.Status == store.StatusActive {
+		out.Summary = marshal(doc.eventSummary)
+		out.Sets = setNames(e)
+	}
+	return out
+}
+
+// setNames lists the listing sets an active served event belongs to: one per
+// combination of filters it satisfies, each filter either its value or "*".
+// min_venues 1 and 2 are the same set ("1"): every served event has two.
+func setNames(e *store.Event) []string {
+	cats := []string{"*", e.Category}
+	venues := []string{"*"}
+	for i, v := range e.VenueIDs {
+		if v != nil {
+			venues = append(venues, store.Venues[i])
+		}
+	}
+	mins := []string{"1"}
+	if n := e.VenueCount(); n >= 3 {
+		mins = append(mins, "3")
+		if n >= 4 {
+			mins = append(mins, "4")
+		}
+	}
+	var out []string
+	for _, c := range cats {
+		for _, v := range venues {
+			for _, m := range mins {
+				out = append(out, SetName(c, v, m))
+			}
+		}
+	}
+	return out
+}
+
+// SetName names the listing set for a filter combination; an empty filter is "*".
+func SetName(category, venue, minVenues string) string {
+	if category == "" {
+		category = "*"
+	}
+	if venue == "" {
+		venue = "*"
+	}
+	if minVenues == "" || minVenues == "2" {
+		minVenues = "1"
+	}
+	return category + ":" + venue + ":" + minVenues
+}
+
+// MarketServed reports whether a market is in the served set: its event is
+// served and the market is active or recently resolved.
+func (r Rules) MarketServed(d store.MarketDoc) bool {
+	return d.Market != nil && d.Event != nil && d.Event.Served() &&
+		(d.Market.Status == store.StatusActive || r.recentlyResolved(d.Market))
+}
+
+// RenderMarket renders a market's price item.
+func (r Rules) RenderMarket(d store.MarketDoc) MarketDocument {
+	out := MarketDocument{ID: d.ID, Gen: d.Rev, Served: r.MarketServed(d)}
+	if !out.Served || d.Price == nil {
+		return out
+	}
+	p := priceItem{
+		MarketID: d.ID, EventID: d.Market.EventID, Status: d.Market.Status, Quotes: d.Price.Quotes,
+		Version: d.Price.Version, UpdatedAt: FormatTime(d.Price.TS),
+	}
+	if p.Quotes == nil {
+		p.Quotes = map[string]store.Quote{}
+	}
+	for _, q := range d.Price.Quotes {
+		if q.Bid != nil && (p.BestBid == nil || *q.Bid > *p.BestBid) {
+			p.BestBid = q.Bid
+		}
+		if q.Ask != nil && (p.BestAsk == nil || *q.Ask < *p.BestAsk) {
+			p.BestAsk = q.Ask
+		}
+	}
+	out.Body = marshal(p)
+	return out
+}
+
+// RenderTrade renders a trade list item.
+func RenderTrade(t *store.Trade) []byte {
+	return marshal(tradeItem{
+		TradeID: t.TradeID, MarketID: t.MarketID, Venue: t.Venue, Price: t.Price,
+		Size: t.Size, Side: t.Side, TS: FormatTime(t.TS),
+	})
+}
+
+// TradeScore orders a market's trades: microseconds since the epoch, exact in
+// a float64. Trades in the same microsecond are ordered by their member bytes,
+// which begin with the trade id, so the list is newest first, then trade id
+// descending.
+func TradeScore(t *store.Trade) float64 {
+	return float64(t.TS.UnixMicro())
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Config is the process configuration of contract §1, read once from the
+// environment and validated; every error names its variable.
+type Config struct {
+	HTTPAddr          string
+	AdminAddr         string
+	DatabaseURL       string
+	DatabaseReadURL   string
+	RedisURL          string
+	RedisPrefix       string
+	NATSURL           string
+	RateLimit         int
+	RateWindow        time.Duration
+	AuthFailLimit     int
+	AuthFailWindow    time.Duration
+	DocsOrigin        string
+	AppOrigins        []string
+	TrustedProxies    []netip.Prefix
+	CursorSecret      []byte
+	KeyPepper         []byte
+	ResolvedRetention time.Duration
+}
+
+// minSecretLen is the shortest MD_CURSOR_SECRET / MD_KEY_PEPPER accepted.
+const minSecretLen = 32
+
+// secretsMode says what to do when a secret is unset.
+type secretsMode int
+
+const (
+	secretsUnused   secretsMode = iota // the command needs neither secret
+	secretsRequired                    // unset is an error
+	secretsRandom                      // unset gets a random per-process value (dev)
+)
+
+// configError names the variable at fault.
+type configError struct {
+	name, reason string
+}
+
+func (e *configError) Error() string { return e.name + ": " + e.reason }
+
+// LoadConfig reads the configuration through getenv (os.Getenv in main).
+func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error) {
+	env := func(name, def string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		return def
+	}
+	c := &Config{
+		HTTPAddr:    env("MD_HTTP_ADDR", "127.0.0.1:8080"),
+		AdminAddr:   env("MD_ADMIN_ADDR", "127.0.0.1:9090"),
+		DatabaseURL: env("MD_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/marketdata?sslmode=disable"),
+		RedisURL:    env("MD_REDIS_URL", "redis://127.0.0.1:6379/0"),
+		RedisPrefix: env("MD_REDIS_PREFIX", "md:"),
+		NATSURL:     env("MD_NATS_URL", "nats://127.0.0.1:4222"),
+		DocsOrigin:  env("MD_DOCS_ORIGIN", "http://127.0.0.1:8081"),
+	}
+	c.DatabaseReadURL = env("MD_DATABASE_READ_URL", c.DatabaseURL)
+
+	var err error
+	for _, a := range []struct{ name, v string }{{"MD_HTTP_ADDR", c.HTTPAddr}, {"MD_ADMIN_ADDR", c.AdminAddr}} {
+		if err := checkAddr(a.v); err != nil {
+			return nil, &configError{a.name, err.Error()}
+		}
+	}
+	for _, d := range []struct{ name, v string }{{"MD_DATABASE_URL", c.DatabaseURL}, {"MD_DATABASE_READ_URL", c.DatabaseReadURL}} {
+		if _, err := pgx.ParseConfig(d.v); err != nil {
+			return nil, &configError{d.name, "not a Postgres connection string: " + err.Error()}
+		}
+	}
+	if err := checkRedisURL(c.RedisURL); err != nil {
+		return nil, &configError{"MD_REDIS_URL", err.Error()}
+	}
+	if err := checkNATSURL(c.NATSURL); err != nil {
+		return nil, &configError{"MD_NATS_URL", err.Error()}
+	}
+	if c.RateLimit, err = positiveInt("MD_RATE_LIMIT", env("MD_RATE_LIMIT", "1200")); err != nil {
+		return nil, err
+	}
+	if c.RateWindow, err = positiveDuration("MD_RATE_WINDOW", env("MD_RATE_WINDOW", "60s")); err != nil {
+		return nil, err
+	}
+	if c.AuthFailLimit, err = positiveInt("MD_AUTHFAIL_LIMIT", env("MD_AUTHFAIL_LIMIT", "20")); err != nil {
+		return nil, err
+	}
+	if c.AuthFailWindow, err = positiveDuration("MD_AUTHFAIL_WINDOW", env("MD_AUTHFAIL_WINDOW", "300s")); err != nil {
+		return nil, err
+	}
+	if c.ResolvedRetention, err = positiveDuration("MD_RESOLVED_RETENTION", env("MD_RESOLVED_RETENTION", "168h")); err != nil {
+		return nil, err
+	}
+	if err := checkOrigin(c.DocsOrigin); err != nil {
+		return nil, &configError{"MD_DOCS_ORIGIN", err.Error()}
+	}
+	for o := range strings.SplitSeq(env("MD_APP_ORIGINS", ""), ",") {
+		if o = strings.TrimSpace(o); o == "" {
+			continue
+		}
+		if err := checkOrigin(o); err != nil {
+			return nil, &configError{"MD_APP_ORIGINS", err.Error()}
+		}
+		c.AppOrigins = append(c.AppOrigins, o)
+	}
+	for p := range strings.SplitSeq(env("MD_TRUSTED_PROXIES", ""), ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		prefix, err := parseCIDR(p)
+		if err != nil {
+			return nil, &configError{"MD_TRUSTED_PROXIES", err.Error()}
+		}
+		c.TrustedProxies = append(c.TrustedProxies, prefix)
+	}
+	if c.RedisPrefix == "" || strings.ContainsAny(c.RedisPrefix, "{}*?[] ") {
+		return nil, &configError{"MD_REDIS_PREFIX", "must be non-empty without braces, glob characters or spaces"}
+	}
+	if secrets != secretsUnused {
+		if c.CursorSecret, err = secret("MD_CURSOR_SECRET", getenv("MD_CURSOR_SECRET"), secrets); err != nil {
+			return nil, err
+		}
+		if c.KeyPepper, err = secret("MD_KEY_PEPPER", getenv("MD_KEY_PEPPER"), secrets); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func checkAddr(v string) error {
+	if _, _, err := splitHostPort(v); err != nil {
+		return fmt.Errorf("%q is not host:port: %v", v, err)
+	}
+	return nil
+}
+
+func splitHostPort(v string) (string, int, error) {
+	i := strings.LastIndex(v, ":")
+	if i < 0 {
+		return "", 0, fmt.Errorf("missing port")
+	}
+	port, err := strconv.Atoi(v[i+1:])
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", v[i+1:])
+	}
+	return v[:i], port, nil
+}
+
+func checkRedisURL(v string) error {
+	if strings.HasPrefix(v, "redis://") || strings.HasPrefix(v, "rediss://") {
+		if _, err := url.Parse(v); err != nil {
+			return fmt.Errorf("not a redis:// URL: %v", err)
+		}
+		return nil
+	}
+	for a := range strings.SplitSeq(v, ",") {
+		if err := checkAddr(strings.TrimSpace(a)); err != nil {
+			return fmt.Errorf("want a redis:// URL or comma-separated cluster addresses: %v", err)
+		}
+	}
+	return nil
+}
+
+func checkNATSURL(v string) error {
+	for u := range strings.SplitSeq(v, ",") {
+		parsed, err := url.Parse(strings.TrimSpace(u))
+		if err != nil || parsed.Host == "" {
+			return fmt.Errorf("%q is not a nats:// URL", u)
+		}
+	}
+	return nil
+}
+
+func checkOrigin(v string) error {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return fmt.Errorf("%q is not an origin like https://docs.example.com", v)
+	}
+	return nil
+}
+
+func parseCIDR(v string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(v); err == nil {
+		return p.Masked(), nil
+	}
+	if a, err := netip.ParseAddr(v); err == nil {
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	return netip.Prefix{}, fmt.Errorf("%q is not a CIDR or an address", v)
+}
+
+func positiveInt(name, v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, &configError{name, fmt.Sprintf("%q is not a positive integer", v)}
+	}
+	return n, nil
+}
+
+func positiveDuration(name, v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, &configError{name, fmt.Sprintf("%q is not a positive duration like 60s", v)}
+	}
+	return d, nil
+}
+
+func secret(name, v string, mode secretsMode) ([]byte, error) {
+	if v == "" {
+		if mode == secretsRandom {
+			b := make([]byte, 32)
+			rand.Read(b) //nolint:errcheck // crypto/rand.Read never fails
+			return b, nil
+		}
+		return nil, &configError{name, "required (at least 32 characters; the same on every API node)"}
+	}
+	if len(v) < minSecretLen {
+		return nil, &configError{name, fmt.Sprintf("too short: %d characters, need at least %d", len(v), minSecretLen)}
+	}
+	return []byte(v), nil
+}

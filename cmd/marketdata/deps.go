@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/pflag"
+
+	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/ingest"
+	"github.com/marketdata/marketdata/store"
+)
+
+func connectNATS(url, name string) (*nats.Conn, error) {
+	nc, err := nats.Connect(url,
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(500*time.Millisecond),
+	)
+	if err != nil {
+		return nil, &configError{"MD_NATS_URL", "cannot connect: " + err.Error()}
+	}
+	return nc, nil
+}
+
+func connectPostgres(ctx context.Context, name, dsn string) (*pgxpool.Pool, error) {
+	pool, err := store.Connect(ctx, dsn)
+	if err != nil {
+		return nil, &configError{name, err.Error()}
+	}
+	return pool, nil
+}
+
+func connectRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
+	rdb, err := cache.Connect(ctx, url)
+	if err != nil {
+		return nil, &configError{"MD_REDIS_URL", err.Error()}
+	}
+	return rdb, nil
+}
+
+func newCache(rdb redis.UniversalClient, cfg *Config) *cache.Cache {
+	return cache.New(rdb, cfg.RedisPrefix, cache.Rules{Retention: cfg.ResolvedRetention, Now: time.Now})
+}
+
+// ingestFlags are the stream names and sizes; the defaults are the contract's.
+func ingestFlags(fs *pflag.FlagSet, ic *ingest.Config) {
+	fs.StringVar(&ic.Stream, "stream", "MARKETDATA", "JetStream stream of matcher updates")
+	fs.StringVar(&ic.SubjectPrefix, "subject-prefix", "md.v1", "subject prefix of matcher updates")
+	fs.StringVar(&ic.DLQStream, "dlq-stream", "MARKETDATA_DLQ", "stream that keeps rejected messages")
+	fs.StringVar(&ic.DLQPrefix, "dlq-prefix", "md.dlq.v1", "subject prefix of rejected messages")
+	fs.StringVar(&ic.NoticeSubject, "notice-subject", "md.changes.v1", "subject of change notices")
+	fs.StringVar(&ic.Consumer, "consumer", "ingest", "durable consumer shared by all ingest workers")
+	fs.IntVar(&ic.Replicas, "replicas", 1, "stream replicas when ingest creates the streams (3 on a NATS cluster)")
+	fs.IntVar(&ic.BatchSize, "batch-size", 1000, "most messages per batch")
+}
+
+func validateIngest(ic *ingest.Config) error {
+	if ic.BatchSize < 1 || ic.BatchSize > 10000 {
+		return fmt.Errorf("--batch-size: %d is not within 1..10000", ic.BatchSize)
+	}
+	if ic.Replicas < 1 || ic.Replicas > 5 {
+		return fmt.Errorf("--replicas: %d is not within 1..5", ic.Replicas)
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/marketdata/marketdata/ingest"
+	"github.com/marketdata/marketdata/ingest/feed"
+)
+
+// feedOptions are the flags of `marketdata feed`.
+type feedOptions struct {
+	events   int
+	rate     float64
+	duration time.Duration
+	max      int
+	seed     uint64
+	skipInit bool
+}
+
+func (o *feedOptions) flags(cmd *cobra.Command, events int, rate float64) {
+	fs := cmd.Flags()
+	fs.IntVar(&o.events, "events", events, "events in the synthetic world")
+	fs.Float64Var(&o.rate, "rate", rate, "messages per second after the initial state (0 = as fast as NATS takes them)")
+	fs.DurationVar(&o.duration, "duration", 0, "stop after this long (0 = until interrupted)")
+	fs.IntVar(&o.max, "max-messages", 0, "stop after this many messages (0 = no limit)")
+	fs.Uint64Var(&o.seed, "seed", 1, "random seed: the same seed gives the same world")
+	fs.BoolVar(&o.skipInit, "skip-initial", false, "publish only changes, not the initial state")
+}
+
+func (o *feedOptions) validate() error {
+	switch {
+	case o.events < 1 || o.events > 1_000_000:
+		return fmt.Errorf("--events: %d is not within 1..1000000", o.events)
+	case o.rate < 0:
+		return fmt.Errorf("--rate: %v is negative", o.rate)
+	case o.duration < 0:
+		return fmt.Errorf("--duration: %v is negative", o.duration)
+	case o.max < 0:
+		return fmt.Errorf("--max-messages: %d is negative", o.max)
+	}
+	return nil
+}
+
+func (c *cli) feedCmd() *cobra.Command {
+	var o feedOptions
+	var ic ingest.Config
+	cmd := &cobra.Command{
+		Use:   "feed",
+		Short: "Publish a synthetic matcher stream to NATS (--events N --rate R --duration D)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			cfg, err := LoadConfig(c.getenv, secretsUnused)
+			if err != nil {
+				return err
+			}
+			log, err := c.logger()
+			if err != nil {
+				return err
+			}
+			st, err := runFeed(cmd.Context(), cfg.NATSURL, ic.Defaults(), o, log)
+			if err != nil {
+				return err
+			}
+			return c.print(map[string]any{"published": st.Published, "failed": st.Failed, "seconds": st.Elapsed.Seconds()},
+				fmt.Sprintf("published %d messages (%d failed) in %s", st.Published, st.Failed, st.Elapsed.Round(time.Millisecond)))
+		},
+	}
+	o.flags(cmd, 1000, 100)
+	cmd.Flags().StringVar(&ic.Stream, "stream", "MARKETDATA", "JetStream stream of matcher updates (created if absent)")
+	cmd.Flags().StringVar(&ic.SubjectPrefix, "subject-prefix", "md.v1", "subject prefix of matcher updates")
+	return cmd
+}
+
+// runFeed publishes the synthetic stream until its options or ctx stop it.
+func runFeed(ctx context.Context, natsURL string, ic ingest.Config, o feedOptions, log *slog.Logger) (feed.Stats, error) {
+	nc, err := connectNATS(natsURL, "marketdata feed")
+	if err != nil {
+		return feed.Stats{}, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return feed.Stats{}, fmt.Errorf("feed: jetstream: %w", err)
+	}
+	if err := ingest.EnsureStreams(ctx, js, ic); err != nil {
+		return feed.Stats{}, err
+	}
+	g := feed.NewGenerator(feed.GenConfig{Events: o.events, Seed: o.seed, SubjectPrefix: ic.SubjectPrefix})
+	st, err := feed.Run(ctx, js, g, feed.RunOptions{
+		Rate: o.rate, Duration: o.duration, MaxMessages: o.max, SkipInitial: o.skipInit, Logger: log,
+	})
+	if ctx.Err() != nil {
+		err = nil // interrupted on purpose
+	}
+	return st, err
+}

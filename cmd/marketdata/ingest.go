@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/marketdata/marketdata/ingest"
+	"github.com/marketdata/marketdata/store"
+)
+
+func (c *cli) ingestCmd() *cobra.Command {
+	var ic ingest.Config
+	cmd := &cobra.Command{
+		Use:   "ingest",
+		Short: "Consume matcher updates from NATS JetStream into Postgres and Redis snapshots",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := LoadConfig(c.getenv, secretsUnused)
+			if err != nil {
+				return err
+			}
+			if err := validateIngest(&ic); err != nil {
+				return err
+			}
+			log, err := c.logger()
+			if err != nil {
+				return err
+			}
+			return runIngest(cmd.Context(), cfg, ic, log, newRegistry(), nil)
+		},
+	}
+	ingestFlags(cmd.Flags(), &ic)
+	return cmd
+}
+
+// runIngest runs one ingest worker with its admin server until ctx is done.
+// ready, when not nil, is called once the worker is about to consume.
+func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Logger, reg *prometheus.Registry, ready func(admin string)) error {
+	pool, err := connectPostgres(ctx, "MD_DATABASE_URL", cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	st := store.New(pool)
+	if err := st.CheckSchema(ctx); err != nil {
+		return err
+	}
+	rdb, err := connectRedis(ctx, cfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	nc, err := connectNATS(cfg.NATSURL, "marketdata ingest")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	cch := newCache(rdb, cfg)
+	w, err := ingest.New(ic, ingest.Deps{
+		NC: nc, Store: st, Cache: cch, Metrics: ingest.NewMetrics(reg), Log: log,
+		Retention: cfg.ResolvedRetention,
+	})
+	if err != nil {
+		return err
+	}
+	admin, err := startAdmin(cfg.AdminAddr, reg, []check{
+		{"postgres", st.Ping},
+		{"redis", cch.Ping},
+		{"nats", func(context.Context) error { return natsStatus(nc) }},
+	}, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		admin.Close(sctx) //nolint:errcheck
+	}()
+	if ready != nil {
+		ready(admin.Addr())
+	}
+	err = w.Run(ctx)
+	log.Info("ingest stopped")
+	return err
+}

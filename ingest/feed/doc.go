@@ -1,0 +1,13 @@
+// Package feed is a synthetic upstream matcher for demos and load tests.
+//
+// A Generator holds a deterministic, seeded world of cross-venue events, their
+// markets, per-venue quotes and trades, and turns it into the NATS messages of
+// the ingest contract (§4): first the full state (Initial), then an endless
+// stream of random changes (Next). Run publishes those messages to JetStream at
+// a chosen rate.
+//
+// Every message the generator produces is valid under ingest.Decode; versions
+// increase by one per change of each entity, and every message carries a
+// Nats-Msg-Id that is unique per distinct message, so republishing the same
+// state is deduplicated by JetStream and ignored by ingest.
+package feed

@@ -1,0 +1,165 @@
+package feed
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"time"
+)
+
+// DefaultSubjectPrefix is the subject prefix of the ingest contract.
+const DefaultSubjectPrefix = "md.v1"
+
+// Defaults of GenConfig's zero fields.
+const (
+	DefaultEvents         = 100
+	DefaultMinMarkets     = 2
+	DefaultMaxMarkets     = 6
+	maxMarketsPerEvent    = 50
+	defaultSeedStreamSalt = 0x9e3779b97f4a7c15
+)
+
+// GenConfig configures a Generator. Zero fields take the defaults noted.
+type GenConfig struct {
+	// Events is the number of events in the initial world, and the number of
+	// live events the generator keeps around as events resolve and merge
+	// (default DefaultEvents).
+	Events int
+	// Seed makes the world reproducible: the same Seed and clock give the same
+	// messages, byte for byte.
+	Seed uint64
+	// MarketsPerEvent is the inclusive range of markets per event (default
+	// 2..6; at most 50).
+	MarketsPerEvent [2]int
+	// Now is the clock that stamps messages (default time.Now). The version
+	// base and the trade id tag are taken from it once, at NewGenerator.
+	Now func() time.Time
+	// SubjectPrefix is the subject prefix (default DefaultSubjectPrefix).
+	SubjectPrefix string
+}
+
+// Msg is one message ready to publish.
+type Msg struct {
+	// Subject is "<prefix>.<kind>.<id>".
+	Subject string
+	// Data is the JSON body.
+	Data []byte
+	// MsgID is the Nats-Msg-Id: "<kind>.<id>.<version>" for events, markets
+	// and prices, "trade.<trade_id>" for trades; unique per distinct message.
+	MsgID string
+}
+
+// Generator is a deterministic synthetic matcher: it holds a world of events,
+// markets, quotes and trades and emits its changes as ingest messages. It is
+// not safe for concurrent use.
+type Generator struct {
+	cfg   GenConfig
+	rng   *rand.Rand
+	ids   *venueIDs
+	epoch time.Time // the clock at creation; event dates are after it
+	// base is added to every version: the clock in microseconds at creation,
+	// so a restarted feed supersedes whatever an earlier run left in the
+	// store, while each entity's version still grows by one per change.
+	base     int64
+	tradeTag string // makes trade ids unique across restarts, like base
+	tradeSeq int64
+
+	titles      map[string]bool
+	events      []*event // every event, in creation order
+	markets     []*market
+	liveEvents  []*event  // active events
+	liveMarkets []*market // active markets of active events: those that trade
+	pending     []Msg     // the rest of a change that spans several messages
+}
+
+// NewGenerator builds the initial world of cfg.Events events. Out-of-range
+// settings are brought into range rather than refused: a non-positive Events
+// means DefaultEvents, MarketsPerEvent is clamped to 1..50 with min ≤ max.
+func NewGenerator(cfg GenConfig) *Generator {
+	if cfg.Events <= 0 {
+		cfg.Events = DefaultEvents
+	}
+	if cfg.MarketsPerEvent == [2]int{} {
+		cfg.MarketsPerEvent = [2]int{DefaultMinMarkets, DefaultMaxMarkets}
+	}
+	lo := max(1, min(cfg.MarketsPerEvent[0], maxMarketsPerEvent))
+	hi := max(lo, min(cfg.MarketsPerEvent[1], maxMarketsPerEvent))
+	cfg.MarketsPerEvent = [2]int{lo, hi}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.SubjectPrefix == "" {
+		cfg.SubjectPrefix = DefaultSubjectPrefix
+	}
+
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^defaultSeedStreamSalt))
+	epoch := cfg.Now().UTC()
+	g := &Generator{
+		cfg:    cfg,
+		rng:    rng,
+		ids:    newVenueIDs(rng),
+		epoch:  epoch,
+		base:   max(0, epoch.UnixMicro()),
+		titles: make(map[string]bool),
+	}
+	g.tradeTag = strconv.FormatInt(g.base, 36)
+	for range cfg.Events {
+		g.newEvent(epoch)
+	}
+	return g
+}
+
+// Initial returns the full current state: every event, then every market,
+// then the latest price of every market. It changes nothing, so calling it
+// again yields the same messages (and the same MsgIDs) until Next is called.
+func (g *Generator) Initial() []Msg {
+	out := make([]Msg, 0, len(g.events)+2*len(g.markets))
+	for _, e := range g.events {
+		out = append(out, g.eventMsg(e))
+	}
+	for _, m := range g.markets {
+		out = append(out, g.marketMsg(m))
+	}
+	for _, m := range g.markets {
+		out = append(out, g.priceMsg(m))
+	}
+	return out
+}
+
+// Next returns the next change of the world: about 80% price updates, 15%
+// trades, and the rest market resolutions, event updates (volume, a new
+// venue listing), merges, event resolutions and new events. A change that
+// spans several messages (a new event with its markets) is returned over
+// consecutive calls.
+func (g *Generator) Next() Msg {
+	if len(g.pending) == 0 {
+		g.change(g.cfg.Now().UTC())
+	}
+	m := g.pending[0]
+	g.pending = g.pending[1:]
+	if len(g.pending) == 0 {
+		g.pending = nil // let the backing array go
+	}
+	return m
+}
+
+func (g *Generator) emit(msgs ...Msg) { g.pending = append(g.pending, msgs...) }
+
+// change makes one random change and queues its messages.
+func (g *Generator) change(now time.Time) {
+	if len(g.liveMarkets) == 0 {
+		g.addEvent(now)
+		return
+	}
+	switch x := g.rng.Float64(); {
+	case x < 0.80:
+		m := pick(g.rng, g.liveMarkets)
+		g.step(m)
+		m.priceVersion++
+		m.priceTS = now
+		g.emit(g.priceMsg(m))
+	case x < 0.95:
+		g.emit(g.tradeMsg(g.tradeOn(pick(g.rng, g.liveMarkets), now)))
+	default:
+		g.rareChange(now)
+	}
+}

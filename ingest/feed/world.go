@@ -1,0 +1,162 @@
+package feed
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/marketdata/marketdata/store"
+)
+
+// event is the generator's state of one cross-venue event.
+type event struct {
+	id         string
+	version    int64
+	title      string
+	category   string
+	status     string
+	mergedInto string
+	venues     [4]string // the event's id on each venue; "" when not listed there
+	stem, code string    // its venue_a ticker parts, for a later listing there
+	volume     float64
+	updatedAt  time.Time
+	markets    []*market
+	slot       int // position in Generator.liveEvents; -1 once resolved or merged
+}
+
+// market is the generator's state of one market and of its quotes.
+type market struct {
+	id         string
+	ev         *event
+	version    int64
+	title      string
+	status     string
+	venues     [4]string // the market's id on each venue; "" when not listed there
+	resolvedAt time.Time
+	result     string
+	updatedAt  time.Time
+
+	fair         float64   // logit of the "true" probability the quotes wander around
+	volatility   float64   // standard deviation of one step of fair
+	quotes       [4]*quote // nil where the market is not listed
+	priceVersion int64
+	priceTS      time.Time
+	slot         int // position in Generator.liveMarkets; -1 when not trading
+}
+
+// venueCount draws how many venues a new event is listed on: about 10% of
+// events are on one venue only (and so not served), the rest on 2–4.
+func (g *Generator) venueCount() int {
+	switch x := g.rng.Float64(); {
+	case x < 0.10:
+		return 1
+	case x < 0.45:
+		return 2
+	case x < 0.75:
+		return 3
+	default:
+		return 4
+	}
+}
+
+// newEvent invents an event with its markets and quotes, registers it as
+// live and returns it. Its entities start at version base+1.
+func (g *Generator) newEvent(now time.Time) *event {
+	n := len(g.events) + 1
+	lo, hi := g.cfg.MarketsPerEvent[0], g.cfg.MarketsPerEvent[1]
+	k := lo + g.rng.IntN(hi-lo+1)
+
+	var d draft
+	for try := 0; try < 8; try++ {
+		d = pick(g.rng, templates)(g.rng, g.epoch, k)
+		if !g.titles[d.title] {
+			break
+		}
+	}
+	g.titles[d.title] = true
+
+	e := &event{
+		id:        fmt.Sprintf("ev_%06d", n),
+		version:   g.base + 1,
+		title:     d.title,
+		category:  d.category,
+		stem:      d.stem,
+		code:      d.code,
+		status:    store.StatusActive,
+		volume:    cents(math.Exp(10 + 1.4*g.rng.NormFloat64())),
+		updatedAt: now,
+	}
+	for _, v := range g.rng.Perm(len(store.Venues))[:g.venueCount()] {
+		e.venues[v] = g.ids.event(v, d)
+	}
+	for i, label := range d.labels {
+		m := &market{
+			id:           fmt.Sprintf("mk_%06d_%02d", n, i+1),
+			ev:           e,
+			version:      g.base + 1,
+			title:        label,
+			status:       store.StatusActive,
+			updatedAt:    now,
+			fair:         1.3 * g.rng.NormFloat64(),
+			volatility:   0.02 + 0.06*g.rng.Float64(),
+			priceVersion: g.base + 1,
+			priceTS:      now,
+		}
+		for v, evID := range e.venues {
+			if evID != "" {
+				g.listMarket(m, v)
+			}
+		}
+		e.markets = append(e.markets, m)
+		g.markets = append(g.markets, m)
+		g.addLiveMarket(m)
+	}
+	g.events = append(g.events, e)
+	g.addLiveEvent(e)
+	return e
+}
+
+// listMarket gives market m an id and a fresh quote on venue v.
+func (g *Generator) listMarket(m *market, v int) {
+	m.venues[v] = g.ids.market(v, m.ev.venues[v], m.title)
+	q := &quote{
+		unit: venueTicks[v],
+		bias: 0.012 * g.rng.NormFloat64(),
+		vol:  math.Exp(7 + 1.2*g.rng.NormFloat64()),
+	}
+	g.requote(m, q)
+	m.quotes[v] = q
+}
+
+func (g *Generator) addLiveEvent(e *event) {
+	e.slot = len(g.liveEvents)
+	g.liveEvents = append(g.liveEvents, e)
+}
+
+func (g *Generator) dropLiveEvent(e *event) {
+	if e.slot < 0 {
+		return
+	}
+	last := g.liveEvents[len(g.liveEvents)-1]
+	g.liveEvents[e.slot], last.slot = last, e.slot
+	g.liveEvents = g.liveEvents[:len(g.liveEvents)-1]
+	e.slot = -1
+}
+
+func (g *Generator) addLiveMarket(m *market) {
+	m.slot = len(g.liveMarkets)
+	g.liveMarkets = append(g.liveMarkets, m)
+}
+
+func (g *Generator) dropLiveMarket(m *market) {
+	if m.slot < 0 {
+		return
+	}
+	last := g.liveMarkets[len(g.liveMarkets)-1]
+	g.liveMarkets[m.slot], last.slot = last, m.slot
+	g.liveMarkets = g.liveMarkets[:len(g.liveMarkets)-1]
+	m.slot = -1
+}
+
+// cents rounds v to two decimals.
+func cents(v float64) float64 { return math.Round(v*100) / 100 }

@@ -1,0 +1,62 @@
+package ingest
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Message outcomes, the "outcome" label of marketdata_ingest_messages_total.
+const (
+	OutcomeApplied  = "applied"
+	OutcomeIgnored  = "ignored"
+	OutcomeRejected = "rejected"
+)
+
+// Metrics are the ingest worker's Prometheus series.
+type Metrics struct {
+	Messages  *prometheus.CounterVec
+	Batches   prometheus.Counter
+	BatchSize prometheus.Histogram
+	BatchTime prometheus.Histogram
+	Freshness prometheus.Histogram
+	Pending   prometheus.Gauge
+	Failures  *prometheus.CounterVec
+}
+
+// NewMetrics registers the ingest series on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	f := promauto.With(reg)
+	return &Metrics{
+		Messages: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "marketdata_ingest_messages_total",
+			Help: "Ingest messages by kind and outcome (applied, ignored as not newer, rejected as invalid).",
+		}, []string{"kind", "outcome"}),
+		Batches: f.NewCounter(prometheus.CounterOpts{
+			Name: "marketdata_ingest_batches_total",
+			Help: "Batches committed to Postgres and written to Redis.",
+		}),
+		BatchSize: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "marketdata_ingest_batch_messages",
+			Help:    "Messages per batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+		}),
+		BatchTime: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "marketdata_ingest_batch_seconds",
+			Help:    "Time from a batch's first message in hand to its acknowledgement: Postgres, Redis and notice.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}),
+		Freshness: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "marketdata_ingest_freshness_seconds",
+			Help:    "Time from a message's arrival in the stream to its data being visible in Redis.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		Pending: f.NewGauge(prometheus.GaugeOpts{
+			Name: "marketdata_ingest_consumer_pending",
+			Help: "Consumer lag: messages in the stream not yet delivered plus delivered but not acknowledged.",
+		}),
+		Failures: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "marketdata_ingest_failures_total",
+			Help: "Batches that failed and were handed back for redelivery, by stage.",
+		}, []string{"stage"}),
+	}
+}

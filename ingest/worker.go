@@ -1,0 +1,382 @@
+// Package ingest consumes matcher updates from NATS JetStream: validate, write
+// a batch to Postgres (versioned), write its snapshots to Redis, then
+// acknowledge and publish a change notice.
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/marketdata/marketdata/store"
+)
+
+// Store is what the worker needs of the source of truth.
+type Store interface {
+	ApplyBatch(ctx context.Context, b *store.Batch) (*store.Result, error)
+	InsertRejects(ctx context.Context, rejects []store.Reject) error
+	EventsResolvedBetween(ctx context.Context, from, to time.Time) ([]string, error)
+}
+
+// Cache is what the worker needs of the snapshots.
+type Cache interface {
+	Apply(ctx context.Context, res *store.Result) error
+}
+
+var _ Store = (*store.Store)(nil)
+
+// Worker is one ingest process's consumer loop.
+type Worker struct {
+	cfg     Config
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	store   Store
+	cache   Cache
+	metrics *Metrics
+	log     *slog.Logger
+	now     func() time.Time
+	// retention is how long a resolved market stays served (for the sweeper).
+	retention time.Duration
+}
+
+// Deps are the worker's collaborators.
+type Deps struct {
+	NC        *nats.Conn
+	Store     Store
+	Cache     Cache
+	Metrics   *Metrics
+	Log       *slog.Logger
+	Now       func() time.Time
+	Retention time.Duration
+}
+
+// New returns a worker; call Run to consume.
+func New(cfg Config, d Deps) (*Worker, error) {
+	js, err := jetstream.New(d.NC)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: jetstream: %w", err)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	return &Worker{
+		cfg: cfg.Defaults(), nc: d.NC, js: js, store: d.Store, cache: d.Cache,
+		metrics: d.Metrics, log: d.Log, now: d.Now, retention: d.Retention,
+	}, nil
+}
+
+// inflight is one delivered message with what was made of it.
+type inflight struct {
+	msg     jetstream.Msg
+	meta    *jetstream.MsgMetadata
+	update  *Update
+	reject  *store.Reject
+	version int64
+}
+
+// Run consumes until ctx is done. The batch in hand when ctx ends is finished
+// (written and acknowledged) before Run returns.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := EnsureStreams(ctx, w.js, w.cfg); err != nil {
+		return err
+	}
+	cons, err := EnsureConsumer(ctx, w.js, w.cfg)
+	if err != nil {
+		return err
+	}
+	iter, err := cons.Messages(jetstream.PullMaxMessages(2 * w.cfg.BatchSize))
+	if err != nil {
+		return fmt.Errorf("ingest: pull from %s: %w", w.cfg.Consumer, err)
+	}
+	defer iter.Stop()
+
+	go w.watchLag(ctx, cons)
+	go w.sweep(ctx)
+
+	w.log.Info("ingest consuming", "stream", w.cfg.Stream, "consumer", w.cfg.Consumer, "batch_size", w.cfg.BatchSize)
+	for {
+		first, err := iter.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return fmt.Errorf("ingest: message iterator closed: %w", err)
+			}
+			w.log.Warn("ingest pull", "err", err)
+			continue
+		}
+		started := time.Now()
+		batch := []jetstream.Msg{first}
+		for len(batch) < w.cfg.BatchSize {
+			m, err := iter.Next(jetstream.NextMaxWait(w.cfg.Linger))
+			if err != nil {
+				break
+			}
+			batch = append(batch, m)
+		}
+		// The batch is finished even when shutdown begins meanwhile.
+		w.process(context.WithoutCancel(ctx), batch, started)
+	}
+}
+
+// process handles one batch: nothing is acknowledged before it is committed
+// to Postgres and written to Redis; a failure hands the messages back.
+func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg, started time.Time) {
+	items := make([]*inflight, len(msgs))
+	for i, m := range msgs {
+		items[i] = w.decode(m)
+	}
+	if err := w.apply(ctx, items); err != nil {
+		w.log.Error("ingest batch failed; retrying its messages one by one", "messages", len(items), "err", err)
+		// One bad message must not hold back the others: apply each alone.
+		for _, it := range items {
+			if err := w.apply(ctx, []*inflight{it}); err != nil {
+				w.log.Error("ingest message failed; handed back for redelivery",
+					"subject", it.msg.Subject(), "stream_seq", it.meta.Sequence.Stream,
+					"delivered", it.meta.NumDelivered, "err", err)
+				_ = it.msg.NakWithDelay(backoff(it.meta.NumDelivered))
+			}
+		}
+	}
+	w.metrics.Batches.Inc()
+	w.metrics.BatchSize.Observe(float64(len(items)))
+	w.metrics.BatchTime.Observe(time.Since(started).Seconds())
+}
+
+func backoff(delivered uint64) time.Duration {
+	d := time.Duration(1<<min(delivered, 6)) * 100 * time.Millisecond
+	return min(d, 10*time.Second)
+}
+
+func (w *Worker) decode(m jetstream.Msg) *inflight {
+	it := &inflight{msg: m}
+	meta, err := m.Metadata()
+	if err != nil {
+		meta = &jetstream.MsgMetadata{Timestamp: w.now()}
+	}
+	it.meta = meta
+	reject := func(kind, reason string) {
+		it.reject = &store.Reject{
+			Subject: m.Subject(), Kind: kind, Reason: reason, Payload: m.Data(),
+			StreamSeq: meta.Sequence.Stream, ReceivedAt: w.now(),
+		}
+	}
+	if w.cfg.MaxDeliveries > 0 && meta.NumDelivered > uint64(w.cfg.MaxDeliveries) {
+		kind, _, _ := ParseSubject(w.cfg.SubjectPrefix, m.Subject())
+		reject(kind, fmt.Sprintf("%s: delivered %d times without being applied", ReasonMaxDeliveries, meta.NumDelivered))
+		return it
+	}
+	u, err := Decode(w.cfg.SubjectPrefix, m.Subject(), m.Data())
+	if err != nil {
+		reject(u.Kind, err.Error())
+		return it
+	}
+	it.update = u
+	switch u.Kind {
+	case KindEvent:
+		it.version = u.Event.Version
+	case KindMarket:
+		it.version = u.Market.Version
+	case KindPrice:
+		it.version = u.Price.Version
+	}
+	return it
+}
+
+// apply writes the valid items as one batch, records the invalid ones, writes
+// the cache, acknowledges everything and publishes the change notice.
+func (w *Worker) apply(ctx context.Context, items []*inflight) error {
+	var b store.Batch
+	var rejects []store.Reject
+	for _, it := range items {
+		switch {
+		case it.reject != nil:
+			rejects = append(rejects, *it.reject)
+		case it.update.Event != nil:
+			b.Events = append(b.Events, *it.update.Event)
+		case it.update.Market != nil:
+			b.Markets = append(b.Markets, *it.update.Market)
+		case it.update.Price != nil:
+			b.Prices = append(b.Prices, *it.update.Price)
+		case it.update.Trade != nil:
+			b.Trades = append(b.Trades, *it.update.Trade)
+		}
+	}
+	var res *store.Result
+	if b.Len() > 0 {
+		var err error
+		if res, err = w.store.ApplyBatch(ctx, &b); err != nil {
+			w.metrics.Failures.WithLabelValues("postgres").Inc()
+			return err
+		}
+		if err := w.cache.Apply(ctx, res); err != nil {
+			w.metrics.Failures.WithLabelValues("redis").Inc()
+			return err
+		}
+	}
+	if len(rejects) > 0 {
+		if err := w.store.InsertRejects(ctx, rejects); err != nil {
+			w.metrics.Failures.WithLabelValues("rejects").Inc()
+			return err
+		}
+		for _, r := range rejects {
+			w.publishReject(r)
+		}
+	}
+	visible := w.now()
+	winners := winningVersions(&b)
+	for _, it := range items {
+		_ = it.msg.Ack() // a lost ack means a redelivery, which is harmless
+		kind, outcome := "unknown", OutcomeRejected
+		if it.update != nil {
+			kind, outcome = it.update.Kind, OutcomeIgnored
+			key := it.update.Kind + ":" + it.update.Key()
+			if res.Applied[key] && winners[key] == it.version {
+				outcome = OutcomeApplied
+				delete(res.Applied, key) // a duplicate in the same batch counts once
+			}
+			w.metrics.Freshness.Observe(visible.Sub(it.meta.Timestamp).Seconds())
+		} else if it.reject != nil {
+			kind = it.reject.Kind
+		}
+		w.metrics.Messages.WithLabelValues(kind, outcome).Inc()
+	}
+	if res != nil {
+		w.notify(res)
+	}
+	return nil
+}
+
+// winningVersions maps each key to the version that Dedup kept.
+func winningVersions(b *store.Batch) map[string]int64 {
+	out := make(map[string]int64, b.Len())
+	for _, e := range b.Events {
+		out[KindEvent+":"+e.ID] = e.Version
+	}
+	for _, m := range b.Markets {
+		out[KindMarket+":"+m.ID] = m.Version
+	}
+	for _, p := range b.Prices {
+		out[KindPrice+":"+p.MarketID] = p.Version
+	}
+	for _, t := range b.Trades {
+		out[KindTrade+":"+t.TradeID] = 0
+	}
+	return out
+}
+
+// Notice is the change notice published on Config.NoticeSubject after each
+// committed batch: the ids whose cached documents were rewritten.
+type Notice struct {
+	// Events whose event document or listing entry was rewritten.
+	Events []string `json:"events,omitempty"`
+	// Markets whose price item was rewritten.
+	Markets []string `json:"markets,omitempty"`
+	// Trades lists markets that received new trades.
+	Trades []string `json:"trades,omitempty"`
+}
+
+func (w *Worker) notify(res *store.Result) {
+	var n Notice
+	for _, d := range res.Events {
+		n.Events = append(n.Events, d.ID)
+	}
+	for _, d := range res.Markets {
+		n.Markets = append(n.Markets, d.ID)
+	}
+	for _, t := range res.Trades {
+		n.Trades = append(n.Trades, t.MarketID)
+	}
+	slices.Sort(n.Trades)
+	n.Trades = slices.Compact(n.Trades)
+	data, err := json.Marshal(n)
+	if err != nil {
+		return
+	}
+	if err := w.nc.Publish(w.cfg.NoticeSubject, data); err != nil {
+		w.log.Warn("ingest change notice not published", "err", err)
+	}
+}
+
+// RejectReasonHeader carries a reject's reason on md.dlq.v1.<kind>.
+const RejectReasonHeader = "Md-Reject-Reason"
+
+func (w *Worker) publishReject(r store.Reject) {
+	msg := nats.NewMsg(w.cfg.DLQPrefix + "." + r.Kind)
+	msg.Header.Set(RejectReasonHeader, r.Reason)
+	msg.Header.Set("Md-Subject", r.Subject)
+	msg.Header.Set("Md-Stream-Seq", fmt.Sprint(r.StreamSeq))
+	msg.Data = r.Payload
+	if err := w.nc.PublishMsg(msg); err != nil {
+		w.log.Warn("ingest reject not published", "subject", r.Subject, "err", err)
+	}
+	w.log.Warn("ingest message rejected", "subject", r.Subject, "stream_seq", r.StreamSeq, "reason", r.Reason)
+}
+
+// watchLag samples the consumer's backlog every few seconds.
+func (w *Worker) watchLag(ctx context.Context, cons jetstream.Consumer) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		info, err := cons.Info(ctx)
+		if err == nil {
+			w.metrics.Pending.Set(float64(info.NumPending + uint64(info.NumAckPending)))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sweep refreshes events whose resolved markets age out of retention, so that
+// they leave the event read and the served set on time.
+func (w *Worker) sweep(ctx context.Context) {
+	if w.retention <= 0 {
+		return
+	}
+	t := time.NewTicker(w.cfg.SweepEvery)
+	defer t.Stop()
+	// On start, look back an hour past the cut: a restart must not miss one.
+	last := w.now().Add(-w.retention - time.Hour)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cut := w.now().Add(-w.retention)
+		if err := w.Refresh(ctx, last, cut); err != nil {
+			w.log.Warn("ingest retention sweep", "err", err)
+			continue
+		}
+		last = cut
+	}
+}
+
+// Refresh rebuilds the documents of events with a market resolved in
+// (from, to]: that market has just left "recently resolved".
+func (w *Worker) Refresh(ctx context.Context, from, to time.Time) error {
+	ids, err := w.store.EventsResolvedBetween(ctx, from, to)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	res, err := w.store.ApplyBatch(ctx, &store.Batch{Touch: ids})
+	if err != nil {
+		return err
+	}
+	if err := w.cache.Apply(ctx, res); err != nil {
+		return err
+	}
+	w.notify(res)
+	return nil
+}

@@ -1,0 +1,307 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Batch is a set of validated updates applied in one transaction.
+type Batch struct {
+	Events  []Event
+	Markets []Market
+	Prices  []Price
+	Trades  []Trade
+	// Touch names events whose documents must be rebuilt although the batch
+	// changes none of their data (a resolved market aging out of retention).
+	Touch []string
+}
+
+// Len is the number of updates in the batch.
+func (b *Batch) Len() int {
+	return len(b.Events) + len(b.Markets) + len(b.Prices) + len(b.Trades) + len(b.Touch)
+}
+
+// Dedup keeps one update per key: the highest version (the first one seen for
+// trades, which are immutable). Order is by key, which also fixes the order in
+// which rows are locked.
+func (b *Batch) Dedup() {
+	b.Events = dedup(b.Events, func(e Event) string { return e.ID }, func(e Event) int64 { return e.Version })
+	b.Markets = dedup(b.Markets, func(m Market) string { return m.ID }, func(m Market) int64 { return m.Version })
+	b.Prices = dedup(b.Prices, func(p Price) string { return p.MarketID }, func(p Price) int64 { return p.Version })
+	b.Trades = dedup(b.Trades, func(t Trade) string { return t.TradeID }, func(Trade) int64 { return 0 })
+	slices.Sort(b.Touch)
+	b.Touch = slices.Compact(b.Touch)
+}
+
+func dedup[T any](xs []T, key func(T) string, version func(T) int64) []T {
+	if len(xs) < 2 {
+		return xs
+	}
+	// Stable sort by key, highest version first; keep the first of each key.
+	slices.SortStableFunc(xs, func(a, b T) int {
+		if c := cmp.Compare(key(a), key(b)); c != 0 {
+			return c
+		}
+		return cmp.Compare(version(b), version(a))
+	})
+	return slices.CompactFunc(xs, func(a, b T) bool { return key(a) == key(b) })
+}
+
+// EventDoc is everything the cached documents of one event derive from, read
+// inside the transaction that took revision Rev.
+type EventDoc struct {
+	ID  string
+	Rev int64
+	// Event is nil while only markets referring to it are known.
+	Event *Event
+	// Markets are all markets of the event, ascending by id.
+	Markets []Market
+}
+
+// MarketDoc is everything the cached price item of one market derives from.
+type MarketDoc struct {
+	ID     string
+	Rev    int64
+	Market *Market // nil while only its price is known
+	Event  *Event  // the market's event; nil when unknown
+	Price  *Price  // nil until a price arrives
+}
+
+// Result says what a batch changed and carries the documents to cache.
+type Result struct {
+	// Applied holds the keys whose update was written, as "<kind>:<key>"
+	// (kinds event, market, price, trade). Other updates were not above the
+	// stored version (or, for trades, already stored).
+	Applied map[string]bool
+	Events  []EventDoc
+	Markets []MarketDoc
+	// Trades are all trades of the batch, new or already stored: caching them
+	// again is harmless and repairs a cache write lost to a crash.
+	Trades []Trade
+}
+
+// errStaleDeps means a market moved to another event between the unlocked
+// read of its event and the lock on its document; the batch is retried.
+var errStaleDeps = errors.New("store: a market changed event while its batch was being locked")
+
+// ApplyBatch writes the batch in one transaction: versioned upserts (an update
+// applies only if its version is above the stored one), trades deduplicated by
+// trade id, and a fresh revision for every cache document the batch touches,
+// taken under that document's row lock so that revisions follow commit order.
+// Deadlocks and serialization failures are retried.
+func (s *Store) ApplyBatch(ctx context.Context, b *Batch) (*Result, error) {
+	b.Dedup()
+	var err error
+	for attempt := range 8 {
+		var res *Result
+		res, err = s.applyOnce(ctx, b)
+		if err == nil {
+			return res, nil
+		}
+		if !retryable(err) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * 5 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("store: apply batch: gave up after retries: %w", err)
+}
+
+func retryable(err error) bool {
+	if errors.Is(err, errStaleDeps) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+func (s *Store) applyOnce(ctx context.Context, b *Batch) (*Result, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after commit
+
+	marketIDs := make([]string, len(b.Markets))
+	for i, m := range b.Markets {
+		marketIDs[i] = m.ID
+	}
+	oldEvent, err := marketEvents(ctx, tx, marketIDs)
+	if err != nil {
+		return nil, err
+	}
+
+	// Event documents first, all of them in key order, then market documents:
+	// every transaction locks in this one order, so they cannot deadlock.
+	eventIDs := set{}
+	for _, e := range b.Events {
+		eventIDs.add(e.ID)
+	}
+	eventIDs.add(b.Touch...)
+	changedEvents := eventIDs.sorted() // events whose own state or market set may change the served set
+	for _, m := range b.Markets {
+		eventIDs.add(m.EventID)
+	}
+	for _, e := range oldEvent {
+		eventIDs.add(e)
+	}
+	eventRevs, err := lockDocs(ctx, tx, "e:", eventIDs.sorted())
+	if err != nil {
+		return nil, err
+	}
+
+	// With the event documents locked, their market sets cannot change.
+	affected := set{}
+	affected.add(marketIDs...)
+	for _, p := range b.Prices {
+		affected.add(p.MarketID)
+	}
+	ofEvents, err := marketsOfEvents(ctx, tx, changedEvents)
+	if err != nil {
+		return nil, err
+	}
+	affected.add(ofEvents...)
+	marketRevs, err := lockDocs(ctx, tx, "m:", affected.sorted())
+	if err != nil {
+		return nil, err
+	}
+	// With the market documents locked, the markets' events cannot change:
+	// check the unlocked read taken before.
+	nowEvent, err := marketEvents(ctx, tx, marketIDs)
+	if err != nil {
+		return nil, err
+	}
+	for id, e := range nowEvent {
+		if oldEvent[id] != e {
+			return nil, errStaleDeps
+		}
+	}
+
+	res := &Result{Applied: map[string]bool{}, Trades: b.Trades}
+	if err := upsertEvents(ctx, tx, b.Events, res.Applied); err != nil {
+		return nil, err
+	}
+	if err := upsertMarkets(ctx, tx, b.Markets, res.Applied); err != nil {
+		return nil, err
+	}
+	if err := upsertPrices(ctx, tx, b.Prices, res.Applied); err != nil {
+		return nil, err
+	}
+	if err := insertTrades(ctx, tx, b.Trades, res.Applied); err != nil {
+		return nil, err
+	}
+
+	if res.Events, err = readEventDocs(ctx, tx, eventRevs); err != nil {
+		return nil, err
+	}
+	if res.Markets, err = readMarketDocs(ctx, tx, marketRevs); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("store: commit batch: %w", err)
+	}
+	return res, nil
+}
+
+// set is a small string set with a sorted view.
+type set map[string]struct{}
+
+func (s set) add(xs ...string) {
+	for _, x := range xs {
+		s[x] = struct{}{}
+	}
+}
+
+func (s set) sorted() []string {
+	out := make([]string, 0, len(s))
+	for x := range s {
+		out = append(out, x)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// lockDocs takes the row locks of the named documents, in order, and gives
+// each a fresh revision. The revision is drawn after the lock is held, so for
+// one document later commits always carry higher revisions.
+func lockDocs(ctx context.Context, tx pgx.Tx, prefix string, ids []string) (map[string]int64, error) {
+	revs := make(map[string]int64, len(ids))
+	if len(ids) == 0 {
+		return revs, nil
+	}
+	docs := make([]string, len(ids))
+	for i, id := range ids {
+		docs[i] = prefix + id
+	}
+	rows, err := tx.Query(ctx, `
+		INSERT INTO doc_revs AS d (doc, rev)
+		SELECT u.doc, nextval('doc_rev_seq')
+		FROM unnest($1::text[]) AS u(doc)
+		ORDER BY u.doc COLLATE "C"
+		ON CONFLICT (doc) DO UPDATE SET rev = nextval('doc_rev_seq')
+		RETURNING d.doc, d.rev`, docs)
+	if err != nil {
+		return nil, fmt.Errorf("store: lock %s documents: %w", prefix, err)
+	}
+	var doc string
+	var rev int64
+	_, err = pgx.ForEachRow(rows, []any{&doc, &rev}, func() error {
+		revs[doc[len(prefix):]] = rev
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: lock %s documents: %w", prefix, err)
+	}
+	return revs, nil
+}
+
+func marketEvents(ctx context.Context, tx pgx.Tx, marketIDs []string) (map[string]string, error) {
+	out := make(map[string]string, len(marketIDs))
+	if len(marketIDs) == 0 {
+		return out, nil
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT universal_id, event_id
+		FROM markets
+		WHERE universal_id = ANY($1)`, marketIDs)
+	if err != nil {
+		return nil, fmt.Errorf("store: read market events: %w", err)
+	}
+	var id, ev string
+	_, err = pgx.ForEachRow(rows, []any{&id, &ev}, func() error {
+		out[id] = ev
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: read market events: %w", err)
+	}
+	return out, nil
+}
+
+func marketsOfEvents(ctx context.Context, tx pgx.Tx, eventIDs []string) ([]string, error) {
+	if len(eventIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT universal_id
+		FROM markets
+		WHERE event_id = ANY($1)`, eventIDs)
+	if err != nil {
+		return nil, fmt.Errorf("store: read markets of events: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("store: read markets of events: %w", err)
+	}
+	return ids, nil
+}
