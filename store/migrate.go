@@ -87,7 +87,10 @@ func EnsureDatabase(ctx context.Context, dsn string) error {
 	}
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P04" { // duplicate_database: a concurrent migrate won
+	// A concurrent migrate won: duplicate_database when its CREATE committed
+	// before ours looked, unique_violation on pg_database's name when both
+	// were inserting at once.
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505") {
 		return nil
 	}
 	if err != nil {
@@ -129,6 +132,9 @@ func Migrate(ctx context.Context, dsn string) ([]int, error) {
 	current, err := currentVersion(ctx, conn)
 	if err != nil {
 		return nil, err
+	}
+	if current > len(ms) {
+		return nil, fmt.Errorf("store: database schema version %d is newer than this binary's %d; upgrade the binary", current, len(ms))
 	}
 	var applied []int
 	for _, m := range ms[current:] {

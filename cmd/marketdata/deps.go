@@ -57,11 +57,15 @@ func ingestFlags(fs *pflag.FlagSet, ic *ingest.Config) {
 	fs.StringVar(&ic.Consumer, "consumer", "ingest", "durable consumer shared by all ingest workers")
 	fs.IntVar(&ic.Replicas, "replicas", 1, "stream replicas when ingest creates the streams (3 on a NATS cluster)")
 	fs.IntVar(&ic.BatchSize, "batch-size", 1000, "most messages per batch")
+	fs.DurationVar(&ic.AckWait, "ack-wait", 30*time.Second, "redeliver a message not acknowledged this long after delivery (a crashed worker's messages)")
 }
 
 func validateIngest(ic *ingest.Config) error {
 	if ic.BatchSize < 1 || ic.BatchSize > 10000 {
 		return fmt.Errorf("--batch-size: %d is not within 1..10000", ic.BatchSize)
+	}
+	if ic.AckWait < time.Second {
+		return fmt.Errorf("--ack-wait: %s is below 1s", ic.AckWait)
 	}
 	if ic.Replicas < 1 || ic.Replicas > 5 {
 		return fmt.Errorf("--replicas: %d is not within 1..5", ic.Replicas)

@@ -6,8 +6,11 @@
 // stream of random changes (Next). Run publishes those messages to JetStream at
 // a chosen rate.
 //
-// Every message the generator produces is valid under ingest.Decode; versions
-// increase by one per change of each entity, and every message carries a
-// Nats-Msg-Id that is unique per distinct message, so republishing the same
-// state is deduplicated by JetStream and ignored by ingest.
+// Every message the generator produces is valid under ingest.Decode. Versions
+// increase by one per change of each entity, starting just above the clock's
+// reading in microseconds when the generator was made: a restarted feed thus
+// supersedes what an earlier run left in the store instead of being ignored
+// as stale. Every message carries a Nats-Msg-Id that is unique per distinct
+// message, so republishing the same state is deduplicated by JetStream and
+// ignored by ingest.
 package feed

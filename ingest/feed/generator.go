@@ -11,11 +11,15 @@ const DefaultSubjectPrefix = "md.v1"
 
 // Defaults of GenConfig's zero fields.
 const (
-	DefaultEvents         = 100
-	DefaultMinMarkets     = 2
-	DefaultMaxMarkets     = 6
-	maxMarketsPerEvent    = 50
-	defaultSeedStreamSalt = 0x9e3779b97f4a7c15
+	DefaultEvents     = 100
+	DefaultMinMarkets = 2
+	DefaultMaxMarkets = 6
+)
+
+const (
+	maxMarketsPerEvent = 50
+	// seedSalt derives the PCG's second word from the seed.
+	seedSalt = 0x9e3779b97f4a7c15
 )
 
 // GenConfig configures a Generator. Zero fields take the defaults noted.
@@ -91,7 +95,7 @@ func NewGenerator(cfg GenConfig) *Generator {
 		cfg.SubjectPrefix = DefaultSubjectPrefix
 	}
 
-	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^defaultSeedStreamSalt))
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^seedSalt))
 	epoch := cfg.Now().UTC()
 	g := &Generator{
 		cfg:    cfg,
@@ -105,22 +109,31 @@ func NewGenerator(cfg GenConfig) *Generator {
 	for range cfg.Events {
 		g.newEvent(epoch)
 	}
+	for _, e := range g.events {
+		g.eventMsg(e)
+	}
+	for _, m := range g.markets {
+		g.marketMsg(m)
+		g.priceMsg(m)
+	}
 	return g
 }
 
-// Initial returns the full current state: every event, then every market,
-// then the latest price of every market. It changes nothing, so calling it
-// again yields the same messages (and the same MsgIDs) until Next is called.
+// Initial returns the full state: every event, then every market, then one
+// price per market. Each is the latest message sent for that entity (or, at
+// first, its initial state), byte for byte, with the same MsgID: replaying
+// Initial at any time lets a new consumer catch up, while JetStream and
+// ingest ignore what they already have.
 func (g *Generator) Initial() []Msg {
 	out := make([]Msg, 0, len(g.events)+2*len(g.markets))
 	for _, e := range g.events {
-		out = append(out, g.eventMsg(e))
+		out = append(out, e.lastMsg)
 	}
 	for _, m := range g.markets {
-		out = append(out, g.marketMsg(m))
+		out = append(out, m.lastMsg)
 	}
 	for _, m := range g.markets {
-		out = append(out, g.priceMsg(m))
+		out = append(out, m.lastPrice)
 	}
 	return out
 }

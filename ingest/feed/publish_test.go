@@ -197,18 +197,19 @@ func TestRunStops(t *testing.T) {
 		minEl, maxEl time.Duration
 	}{
 		{"duration", RunOptions{Rate: 1000, Duration: 200 * time.Millisecond, SkipInitial: true}, 0, 150, 205, 190 * time.Millisecond, 400 * time.Millisecond},
-		{"context", RunOptions{Rate: 1000, SkipInitial: true}, 200 * time.Millisecond, 150, 205, 190 * time.Millisecond, 400 * time.Millisecond},
+		{"context", RunOptions{Rate: 1000, SkipInitial: true}, 200 * time.Millisecond, 150, 205, 150 * time.Millisecond, 400 * time.Millisecond},
 		{"5,000 per second", RunOptions{Rate: 5000, MaxMessages: 2500, SkipInitial: true}, 0, 2500, 2500, 450 * time.Millisecond, 700 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			g := newTestGenerator(t, 20, 1)
 			ctx := context.Background()
 			if tt.cancelAfter > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, tt.cancelAfter)
 				defer cancel()
 			}
-			st, err := run(ctx, &fakeJS{}, newTestGenerator(t, 20, 1), tt.opts)
+			st, err := run(ctx, &fakeJS{}, g, tt.opts)
 			if err != nil {
 				t.Fatalf("run: %v", err)
 			}

@@ -79,6 +79,8 @@ func optional(s string) *string {
 	return &s
 }
 
+// eventMsg encodes e at its current version and keeps the message as e's
+// latest, which Initial replays. Likewise marketMsg and priceMsg.
 func (g *Generator) eventMsg(e *event) Msg {
 	w := eventWire{
 		UniversalID: e.id, Version: e.version, Title: e.title, Category: e.category,
@@ -87,7 +89,8 @@ func (g *Generator) eventMsg(e *event) Msg {
 		VenueC: optional(e.venues[venueC]), VenueD: optional(e.venues[venueD]),
 		Volume: e.volume, UpdatedAt: stamp(e.updatedAt),
 	}
-	return g.msg(ingest.KindEvent, e.id, e.version, w)
+	e.lastMsg = g.msg(ingest.KindEvent, e.id, e.version, w)
+	return e.lastMsg
 }
 
 func (g *Generator) marketMsg(m *market) Msg {
@@ -104,7 +107,8 @@ func (g *Generator) marketMsg(m *market) Msg {
 		at := stamp(m.resolvedAt)
 		w.ResolvedAt, w.Result = &at, &m.result
 	}
-	return g.msg(ingest.KindMarket, m.id, m.version, w)
+	m.lastMsg = g.msg(ingest.KindMarket, m.id, m.version, w)
+	return m.lastMsg
 }
 
 func (g *Generator) priceMsg(m *market) Msg {
@@ -116,7 +120,8 @@ func (g *Generator) priceMsg(m *market) Msg {
 			}
 		}
 	}
-	return g.msg(ingest.KindPrice, m.id, m.priceVersion, w)
+	m.lastPrice = g.msg(ingest.KindPrice, m.id, m.priceVersion, w)
+	return m.lastPrice
 }
 
 func (g *Generator) tradeMsg(t tradeWire) Msg {

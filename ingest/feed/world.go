@@ -22,6 +22,7 @@ type event struct {
 	updatedAt  time.Time
 	markets    []*market
 	slot       int // position in Generator.liveEvents; -1 once resolved or merged
+	lastMsg    Msg // the message of the current version
 }
 
 // market is the generator's state of one market and of its quotes.
@@ -42,6 +43,8 @@ type market struct {
 	priceVersion int64
 	priceTS      time.Time
 	slot         int // position in Generator.liveMarkets; -1 when not trading
+	lastMsg      Msg // the market message of the current version
+	lastPrice    Msg // the price message of the current price version
 }
 
 // venueCount draws how many venues a new event is listed on: about 10% of

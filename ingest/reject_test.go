@@ -1,0 +1,128 @@
+package ingest_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/marketdata/marketdata/ingest"
+)
+
+// TestInvalidRejected sends every invalid class of contract §4, each followed
+// by a valid message: the invalid one is recorded with its reason (table and
+// DLQ subject) and the valid one still applies.
+func TestInvalidRejected(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startWorker(t)
+	ctx := context.Background()
+
+	trade := func(k string, v any) []byte {
+		m := map[string]any{"market_id": "MK-1", "trade_id": "X", "venue": "venue_a", "price": 0.5, "size": 1, "side": "buy", "ts": "2026-11-01T10:00:00Z"}
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return mustJSON(t, m)
+	}
+	event := func(k string, v any) []byte {
+		m := eventMsg("EV-1", 1, "t", "A", "B")
+		m[k] = v
+		return mustJSON(t, m)
+	}
+	cases := []struct {
+		name, kind, id string
+		body           []byte
+		reason         string
+	}{
+		{"bad JSON", "trade", "MK-1", []byte(`{"market_id":`), ingest.ReasonBadJSON},
+		{"missing field", "trade", "MK-1", trade("size", nil), ingest.ReasonMissingField},
+		{"version below 1", "event", "EV-1", event("version", 0), ingest.ReasonInvalidVersion},
+		{"id outside the pattern", "trade", "MK-1", trade("trade_id", "a.b"), ingest.ReasonInvalidID},
+		{"category outside its pattern", "event", "EV-1", event("category", "Politics"), ingest.ReasonInvalidCategory},
+		{"unknown status", "event", "EV-1", event("status", "open"), ingest.ReasonInvalidStatus},
+		{"unknown side", "trade", "MK-1", trade("side", "short"), ingest.ReasonInvalidSide},
+		{"unknown venue", "trade", "MK-1", trade("venue", "venue_e"), ingest.ReasonInvalidVenue},
+		{"price outside [0,1]", "trade", "MK-1", trade("price", 1.5), ingest.ReasonPriceRange},
+		{"size not above 0", "trade", "MK-1", trade("size", 0), ingest.ReasonInvalidSize},
+		{"time not RFC 3339", "trade", "MK-1", trade("ts", "2026-11-01 10:00:00"), ingest.ReasonInvalidTime},
+		{"subject id differs", "trade", "MK-2", trade("market_id", "MK-1"), ingest.ReasonSubject},
+		{"unknown kind", "order", "MK-1", trade("size", 1), ingest.ReasonSubject},
+	}
+	for i, c := range cases {
+		e.publish(t, e.subject(c.kind, c.id), c.body, fmt.Sprintf("bad-%d", i))
+		good := fmt.Sprintf(`{"market_id":"MK-1","trade_id":"G-%d","venue":"venue_a","price":0.5,"size":1,"side":"buy","ts":"2026-11-01T10:00:00Z"}`, i)
+		e.publish(t, e.subject("trade", "MK-1"), []byte(good), fmt.Sprintf("good-%d", i))
+	}
+	e.waitDrained(t, 15*time.Second)
+
+	rows, err := e.pool.Query(ctx, `SELECT subject, reason, payload FROM ingest_rejects ORDER BY stream_seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][3]string
+	for rows.Next() {
+		var s, r string
+		var p []byte
+		if err := rows.Scan(&s, &r, &p); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, [3]string{s, r, string(p)})
+	}
+	if len(got) != len(cases) {
+		t.Fatalf("ingest_rejects: got %d rows, want %d: %q", len(got), len(cases), got)
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if want := e.subject(c.kind, c.id); got[i][0] != want {
+				t.Errorf("subject: got %s, want %s", got[i][0], want)
+			}
+			if !strings.HasPrefix(got[i][1], c.reason+":") {
+				t.Errorf("reason: got %q, want it to start with %q", got[i][1], c.reason+":")
+			}
+			if got[i][2] != string(c.body) {
+				t.Errorf("payload: got %q, want %q", got[i][2], c.body)
+			}
+		})
+	}
+
+	var applied int
+	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM trades WHERE trade_id LIKE 'G-%'`).Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if applied != len(cases) {
+		t.Errorf("valid trades after rejects: got %d, want %d", applied, len(cases))
+	}
+
+	// The DLQ stream holds each reject under md.dlq.v1.<kind> with its reason.
+	cons, err := e.js.OrderedConsumer(ctx, e.cfg.DLQStream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(len(cases), jetstream.FetchMaxWait(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dlq []string
+	for m := range batch.Messages() {
+		dlq = append(dlq, m.Subject()+" "+m.Headers().Get(ingest.RejectReasonHeader))
+	}
+	if len(dlq) != len(cases) {
+		t.Fatalf("DLQ: got %d messages, want %d: %q", len(dlq), len(cases), dlq)
+	}
+	for i, c := range cases {
+		kind := c.kind
+		if kind == "order" {
+			kind = "unknown"
+		}
+		want := e.cfg.DLQPrefix + "." + kind + " " + c.reason + ":"
+		if !strings.HasPrefix(dlq[i], want) {
+			t.Errorf("DLQ message %d: got %q, want prefix %q", i, dlq[i], want)
+		}
+	}
+}

@@ -1,0 +1,152 @@
+// Package testenv gives each test its own slice of the shared local services:
+// a fresh Postgres database, a Redis key prefix, and NATS stream and subject
+// names, all removed when the test ends. Outside CI a missing service skips
+// the test with the reason; with CI=true it fails it.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+)
+
+// Addresses of the local services; override with the environment variables
+// of the same meaning.
+var (
+	PostgresURL = envOr("MD_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
+	RedisURL    = envOr("MD_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+	NATSURL     = envOr("MD_TEST_NATS_URL", "nats://127.0.0.1:4222")
+)
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// Unavailable skips the test, or fails it in CI, because a service is missing.
+func Unavailable(t testing.TB, service string, err error) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is required in CI and does not answer: %v (run deploy/local/services.sh)", service, err)
+	}
+	t.Skipf("%s does not answer (%v); start it with `make services` to run this test", service, err)
+}
+
+// Name returns a short unique lower-case name with the given prefix.
+func Name(prefix string) string {
+	b := make([]byte, 5)
+	rand.Read(b) //nolint:errcheck // never fails
+	return prefix + hex.EncodeToString(b)
+}
+
+// Database creates an empty database for the test and returns its URL. The
+// database is dropped when the test ends.
+func Database(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, PostgresURL)
+	if err != nil {
+		Unavailable(t, "PostgreSQL", err)
+	}
+	defer conn.Close(ctx)
+	name := Name("md_test_")
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, PostgresURL)
+		if err != nil {
+			return
+		}
+		defer conn.Close(ctx)
+		conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") //nolint:errcheck
+	})
+	cfg, err := pgx.ParseConfig(PostgresURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
+}
+
+// Redis returns a client and a key prefix of the test's own ("t<hex>:"). Keys
+// under the prefix are deleted when the test ends.
+func Redis(t testing.TB) (*redis.Client, string) {
+	t.Helper()
+	opt, err := redis.ParseURL(RedisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		rdb.Close()
+		Unavailable(t, "Redis", err)
+	}
+	prefix := Name("t") + ":"
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		for len(keys) > 0 {
+			n := min(len(keys), 500)
+			rdb.Unlink(ctx, keys[:n]...) //nolint:errcheck
+			keys = keys[n:]
+		}
+		rdb.Close()
+	})
+	return rdb, prefix
+}
+
+// Streams are NATS names of the test's own.
+type Streams struct {
+	Stream, SubjectPrefix, DLQStream, DLQPrefix, NoticeSubject, Consumer string
+}
+
+// NATS connects and returns stream and subject names of the test's own;
+// the streams are deleted when the test ends.
+func NATS(t testing.TB) (*nats.Conn, Streams) {
+	t.Helper()
+	nc, err := nats.Connect(NATSURL, nats.Timeout(3*time.Second))
+	if err != nil {
+		Unavailable(t, "NATS", err)
+	}
+	id := Name("t")
+	up := strings.ToUpper(id)
+	s := Streams{
+		Stream:        "MD_" + up,
+		SubjectPrefix: id + ".md.v1",
+		DLQStream:     "MD_DLQ_" + up,
+		DLQPrefix:     id + ".md.dlq.v1",
+		NoticeSubject: id + ".md.changes.v1",
+		Consumer:      "ingest",
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if js, err := jetstream.New(nc); err == nil {
+			js.DeleteStream(ctx, s.Stream)    //nolint:errcheck
+			js.DeleteStream(ctx, s.DLQStream) //nolint:errcheck
+		}
+		nc.Close()
+	})
+	return nc, s
+}
