@@ -15,10 +15,10 @@ build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/marketdata
 
 # Migrate, ingest, API and feed in one process against the local services (make services).
-run: build
+run: services build
 	$(BIN) dev
 
-test:
+test: services
 	$(GO) vet ./...
 	$(GO) test -count=1 -p 2 -timeout 20m ./...
 
@@ -37,7 +37,7 @@ fuzz:
 	done <<<"$$targets"
 
 bench: build
-	$(GO) run ./bench/cmd/mdbench -bin $(BIN)
+	$(GO) run ./cmd/mdbench -bin $(BIN)
 
 services:
 	bash deploy/local/services.sh

@@ -196,8 +196,8 @@ func TestRunStops(t *testing.T) {
 		maxPub       int64
 		minEl, maxEl time.Duration
 	}{
-		{"duration", RunOptions{Rate: 1000, Duration: 200 * time.Millisecond, SkipInitial: true}, 0, 150, 205, 190 * time.Millisecond, 400 * time.Millisecond},
-		{"context", RunOptions{Rate: 1000, SkipInitial: true}, 200 * time.Millisecond, 150, 205, 150 * time.Millisecond, 400 * time.Millisecond},
+		{"duration", RunOptions{Rate: 1000, Duration: 200 * time.Millisecond, SkipInitial: true}, 0, 150, 230, 190 * time.Millisecond, 400 * time.Millisecond},
+		{"context", RunOptions{Rate: 1000, SkipInitial: true}, 200 * time.Millisecond, 150, 230, 150 * time.Millisecond, 400 * time.Millisecond},
 		{"5,000 per second", RunOptions{Rate: 5000, MaxMessages: 2500, SkipInitial: true}, 0, 2500, 2500, 450 * time.Millisecond, 700 * time.Millisecond},
 	}
 	for _, tt := range tests {
