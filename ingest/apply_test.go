@@ -45,7 +45,7 @@ func TestApplyEachKind(t *testing.T) {
 	e.publish(t, e.subject("event", "EV-1"), mustJSON(t, eventMsg("EV-1", 3, "Fed cut in March?", "KXFED-27MAR", "fed-cut-march", nil, nil)), "e1")
 	e.publish(t, e.subject("market", "MK-1"), mustJSON(t, map[string]any{
 		"universal_id": "MK-1", "event_id": "EV-1", "version": 1, "title": "25 bp cut", "status": "active",
-		"venues": map[string]string{"venue_a": "KXFED-27MAR-25", "venue_b": "fed-cut-25"},
+		"venues":      map[string]string{"venue_a": "KXFED-27MAR-25", "venue_b": "fed-cut-25"},
 		"resolved_at": nil, "result": nil, "updated_at": "2026-11-01T10:00:01Z",
 	}), "m1")
 	e.publish(t, e.subject("price", "MK-1"), mustJSON(t, map[string]any{
