@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -17,12 +18,31 @@ type RebuildStats struct {
 	Events, Markets, TradeLists, Pruned int
 }
 
+// Source is what a rebuild reads: a consistent snapshot, and the current
+// stored form of trades (to tell a trade ingest added during the rebuild from
+// junk in a trade list).
+type Source interface {
+	Snapshot(ctx context.Context) (*store.Snapshot, error)
+	TradesByID(ctx context.Context, ids []string) ([]store.Trade, error)
+}
+
 // Rebuild rewrites every document from a store snapshot, then deletes what the
 // snapshot does not hold. Writes use the stored revisions and replace equal
-// ones, so the result is byte for byte what ingest built, and a concurrent
-// ingest commit (with a higher revision) still wins.
-func (c *Cache) Rebuild(ctx context.Context, snap *store.Snapshot) (RebuildStats, error) {
+// ones, so the result is byte for byte what ingest built. It is safe while
+// ingest runs: a commit after the snapshot carries a higher revision and wins,
+// and only keys and listing entries that existed before the snapshot was taken
+// can be pruned, so nothing ingest writes meanwhile is deleted.
+func (c *Cache) Rebuild(ctx context.Context, src Source) (RebuildStats, error) {
 	var st RebuildStats
+	before, err := c.existing(ctx)
+	if err != nil {
+		return st, err
+	}
+	snap, err := src.Snapshot(ctx)
+	if err != nil {
+		return st, err
+	}
+	defer snap.Close(ctx) //nolint:errcheck // read-only
 	keep := map[string]bool{}
 	listed := map[string]bool{}
 	var pending []func(redis.Pipeliner)
@@ -46,7 +66,7 @@ func (c *Cache) Rebuild(ctx context.Context, snap *store.Snapshot) (RebuildStats
 		return nil
 	}
 
-	err := snap.EventDocs(ctx, 1000, func(d store.EventDoc) error {
+	err = snap.EventDocs(ctx, 1000, func(d store.EventDoc) error {
 		doc := c.rules.RenderEvent(d)
 		st.Events++
 		keep[c.EventKey(d.ID)] = true
@@ -65,14 +85,19 @@ func (c *Cache) Rebuild(ctx context.Context, snap *store.Snapshot) (RebuildStats
 	if err != nil {
 		return st, err
 	}
+	rendered := map[string]map[string]bool{} // trade list key → members from the snapshot
 	err = snap.Trades(ctx, MaxTrades, func(market string, trades []store.Trade) error {
 		st.TradeLists++
 		key := c.TradesKey(market)
 		keep[key] = true
-		return add(func(p redis.Pipeliner) {
-			p.Del(ctx, key)
-			c.queueTrades(ctx, p, trades)
-		})
+		members := make(map[string]bool, len(trades))
+		for i := range trades {
+			members[string(RenderTrade(&trades[i]))] = true
+		}
+		rendered[key] = members
+		// No DEL first: a trade ingest adds meanwhile must stay. The list
+		// keeps the newest MaxTrades of what it holds, as ingest's writes do.
+		return add(func(p redis.Pipeliner) { c.queueTrades(ctx, p, trades) })
 	})
 	if err != nil {
 		return st, err
@@ -80,65 +105,151 @@ func (c *Cache) Rebuild(ctx context.Context, snap *store.Snapshot) (RebuildStats
 	if err := flush(); err != nil {
 		return st, err
 	}
-	n, err := c.prune(ctx, keep, listed)
-	st.Pruned = n
+	n, err := c.pruneTrades(ctx, src, rendered)
+	st.Pruned += n
+	if err != nil {
+		return st, err
+	}
+	n, err = c.prune(ctx, before, keep, listed)
+	st.Pruned += n
 	return st, err
 }
 
-// prune deletes document keys and listing entries that the store no longer
-// has (say, a cache that was filled from another database).
-func (c *Cache) prune(ctx context.Context, keep, listed map[string]bool) (int, error) {
+// pruneTrades removes trade list members that are not the stored form of a
+// stored trade. Members beyond the snapshot's are checked against the store's
+// current state, so a trade ingest committed during the rebuild stays.
+func (c *Cache) pruneTrades(ctx context.Context, src Source, rendered map[string]map[string]bool) (int, error) {
+	keys := make([]string, 0, len(rendered))
+	for k := range rendered {
+		keys = append(keys, k)
+	}
 	pruned := 0
-	listing := map[string]bool{c.listingKey("g"): true, c.listingKey("s"): true, c.listingKey("k"): true}
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), rebuildPipeline)]
+		keys = keys[len(chunk):]
+		p := c.rdb.Pipeline()
+		cmds := make([]*redis.StringSliceCmd, len(chunk))
+		for i, k := range chunk {
+			cmds[i] = p.ZRange(ctx, k, 0, -1)
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			return pruned, fmt.Errorf("cache: read trade lists: %w", err)
+		}
+		for i, k := range chunk {
+			var extra []string
+			var ids []string
+			for _, m := range cmds[i].Val() {
+				if rendered[k][m] {
+					continue
+				}
+				extra = append(extra, m)
+				var t struct {
+					TradeID string `json:"trade_id"`
+				}
+				if json.Unmarshal([]byte(m), &t) == nil && t.TradeID != "" {
+					ids = append(ids, t.TradeID)
+				}
+			}
+			if len(extra) == 0 {
+				continue
+			}
+			current, err := src.TradesByID(ctx, ids)
+			if err != nil {
+				return pruned, err
+			}
+			valid := map[string]bool{}
+			for j := range current {
+				valid[string(RenderTrade(&current[j]))] = true
+			}
+			var junk []any
+			for _, m := range extra {
+				if !valid[m] {
+					junk = append(junk, m)
+				}
+			}
+			if len(junk) > 0 {
+				pruned += len(junk)
+				if err := c.rdb.ZRem(ctx, k, junk...).Err(); err != nil {
+					return pruned, fmt.Errorf("cache: prune trade list %s: %w", k, err)
+				}
+			}
+		}
+	}
+	return pruned, nil
+}
+
+// present is what the cache held before a rebuild's snapshot.
+type present struct {
+	keys    []string
+	listing map[string][]string // listing hash or set key → its fields or members
+}
+
+// existing lists document keys and listing entries under the prefix.
+func (c *Cache) existing(ctx context.Context) (present, error) {
+	p := present{listing: map[string][]string{}}
 	err := c.forEachKey(ctx, c.prefix+"{[em]:*", func(key string) error {
-		if keep[key] {
-			return nil
-		}
-		pruned++
-		return c.rdb.Unlink(ctx, key).Err()
-	})
-	if err != nil {
-		return pruned, fmt.Errorf("cache: prune documents: %w", err)
-	}
-	for h := range listing {
-		var stale []string
-		iter := c.rdb.HScan(ctx, h, 0, "", 1000).Iterator()
-		for i := 0; iter.Next(ctx); i++ {
-			if i%2 == 0 && !listed[iter.Val()] {
-				stale = append(stale, iter.Val())
-			}
-		}
-		if err := iter.Err(); err != nil {
-			return pruned, fmt.Errorf("cache: prune listing: %w", err)
-		}
-		if len(stale) > 0 {
-			pruned += len(stale)
-			if err := c.rdb.HDel(ctx, h, stale...).Err(); err != nil {
-				return pruned, fmt.Errorf("cache: prune listing: %w", err)
-			}
-		}
-	}
-	// Listing sets hold only ids that putListing placed there; an id pruned
-	// above may still sit in a set, so drop sets' members that are not listed.
-	err = c.forEachKey(ctx, c.listingKey("f:*"), func(key string) error {
-		var stale []any
-		iter := c.rdb.ZScan(ctx, key, 0, "", 1000).Iterator()
-		for i := 0; iter.Next(ctx); i++ {
-			if i%2 == 0 && !listed[iter.Val()] {
-				stale = append(stale, iter.Val())
-			}
-		}
-		if err := iter.Err(); err != nil {
-			return err
-		}
-		if len(stale) > 0 {
-			pruned += len(stale)
-			return c.rdb.ZRem(ctx, key, stale...).Err()
-		}
+		p.keys = append(p.keys, key)
 		return nil
 	})
 	if err != nil {
-		return pruned, fmt.Errorf("cache: prune listing sets: %w", err)
+		return p, fmt.Errorf("cache: list documents: %w", err)
+	}
+	for _, h := range []string{c.listingKey("g"), c.listingKey("s"), c.listingKey("k")} {
+		fields, err := c.rdb.HKeys(ctx, h).Result()
+		if err != nil {
+			return p, fmt.Errorf("cache: list listing: %w", err)
+		}
+		p.listing[h] = fields
+	}
+	err = c.forEachKey(ctx, c.listingKey("f:*"), func(key string) error {
+		members, err := c.rdb.ZRange(ctx, key, 0, -1).Result()
+		p.listing[key] = members
+		return err
+	})
+	if err != nil {
+		return p, fmt.Errorf("cache: list listing sets: %w", err)
+	}
+	return p, nil
+}
+
+// prune deletes document keys and listing entries that existed before the
+// snapshot and that the snapshot does not hold (say, a cache that was filled
+// from another database).
+func (c *Cache) prune(ctx context.Context, before present, keep, listed map[string]bool) (int, error) {
+	pruned := 0
+	for _, key := range before.keys {
+		if keep[key] {
+			continue
+		}
+		pruned++
+		if err := c.rdb.Unlink(ctx, key).Err(); err != nil {
+			return pruned, fmt.Errorf("cache: prune documents: %w", err)
+		}
+	}
+	for key, ids := range before.listing {
+		var stale []string
+		for _, id := range ids {
+			if !listed[id] {
+				stale = append(stale, id)
+			}
+		}
+		if len(stale) == 0 {
+			continue
+		}
+		pruned += len(stale)
+		var err error
+		if key == c.listingKey("g") || key == c.listingKey("s") || key == c.listingKey("k") {
+			err = c.rdb.HDel(ctx, key, stale...).Err()
+		} else {
+			members := make([]any, len(stale))
+			for i, m := range stale {
+				members[i] = m
+			}
+			err = c.rdb.ZRem(ctx, key, members...).Err()
+		}
+		if err != nil {
+			return pruned, fmt.Errorf("cache: prune listing: %w", err)
+		}
 	}
 	return pruned, nil
 }

@@ -84,12 +84,7 @@ func checkDump(t *testing.T, got, want map[string]string) {
 func rebuild(t *testing.T, st *store.Store, c *cache.Cache) cache.RebuildStats {
 	t.Helper()
 	ctx := context.Background()
-	snap, err := st.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Close(ctx) //nolint:errcheck // read-only
-	stats, err := c.Rebuild(ctx, snap)
+	stats, err := c.Rebuild(ctx, st)
 	if err != nil {
 		t.Fatalf("rebuild: %v", err)
 	}

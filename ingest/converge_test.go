@@ -143,12 +143,7 @@ func (e *env) verify(t *testing.T, s stream) {
 			e.rdb.Del(context.Background(), keys...)
 		}
 	})
-	snap, err := e.st.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Close(ctx)
-	if _, err := cache.New(e.rdb, rebuiltPrefix, e.rules).Rebuild(ctx, snap); err != nil {
+	if _, err := cache.New(e.rdb, rebuiltPrefix, e.rules).Rebuild(ctx, e.st); err != nil {
 		t.Fatal(err)
 	}
 	rebuilt := dump(t, e.rdb, rebuiltPrefix)

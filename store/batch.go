@@ -82,8 +82,9 @@ type Result struct {
 	Applied map[string]bool
 	Events  []EventDoc
 	Markets []MarketDoc
-	// Trades are all trades of the batch, new or already stored: caching them
-	// again is harmless and repairs a cache write lost to a crash.
+	// Trades are all trades of the batch as stored (a replayed trade id with
+	// other fields keeps the first one): caching them again is harmless and
+	// repairs a cache write lost to a crash.
 	Trades []Trade
 }
 
@@ -187,7 +188,7 @@ func (s *Store) applyOnce(ctx context.Context, b *Batch) (*Result, error) {
 		}
 	}
 
-	res := &Result{Applied: map[string]bool{}, Trades: b.Trades}
+	res := &Result{Applied: map[string]bool{}}
 	if err := upsertEvents(ctx, tx, b.Events, res.Applied); err != nil {
 		return nil, err
 	}
@@ -198,6 +199,9 @@ func (s *Store) applyOnce(ctx context.Context, b *Batch) (*Result, error) {
 		return nil, err
 	}
 	if err := insertTrades(ctx, tx, b.Trades, res.Applied); err != nil {
+		return nil, err
+	}
+	if res.Trades, err = readTrades(ctx, tx, b.Trades); err != nil {
 		return nil, err
 	}
 

@@ -36,12 +36,7 @@ func (c *cli) cacheCmd() *cobra.Command {
 			}
 			defer rdb.Close()
 			started := time.Now()
-			snap, err := st.Snapshot(ctx)
-			if err != nil {
-				return err
-			}
-			defer snap.Close(ctx) //nolint:errcheck
-			stats, err := newCache(rdb, cfg).Rebuild(ctx, snap)
+			stats, err := newCache(rdb, cfg).Rebuild(ctx, st)
 			if err != nil {
 				return err
 			}

@@ -126,7 +126,7 @@ func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error
 		}
 		c.TrustedProxies = append(c.TrustedProxies, prefix)
 	}
-	if c.RedisPrefix == "" || strings.ContainsAny(c.RedisPrefix, "{}*?[] ") {
+	if c.RedisPrefix == "" || strings.ContainsAny(c.RedisPrefix, "{}*?[]\\ ") {
 		return nil, &configError{"MD_REDIS_PREFIX", "must be non-empty without braces, glob characters or spaces"}
 	}
 	if secrets != secretsUnused {
