@@ -1,0 +1,110 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of /proc CPU times: 100 on every Linux
+// architecture Go supports.
+const clockTicks = 100
+
+// CPUSample is the CPU time used so far, per process group, read from /proc.
+type CPUSample struct {
+	at      time.Time
+	seconds map[string]float64 // by group
+	busy    float64            // machine-wide non-idle seconds
+	total   float64            // machine-wide seconds over all cores
+}
+
+// groupOf names the group a process counts in: the two processes of the run
+// by pid, the services by command name. Postgres and Redis are shared with
+// whatever else runs on the machine, so their figures include other users.
+func groupOf(pid int, comm string, ingestPid int) string {
+	switch {
+	case pid == ingestPid:
+		return "ingest"
+	case pid == os.Getpid():
+		return "mdbench"
+	case comm == "postgres", comm == "redis-server", comm == "nats-server":
+		return comm
+	default:
+		return "other"
+	}
+}
+
+// SampleCPU reads every process's CPU time and the machine's. On a system
+// without /proc it returns an empty sample, and usage comes out empty.
+func SampleCPU(ingestPid int) CPUSample {
+	s := CPUSample{at: time.Now(), seconds: map[string]float64{}}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		f := strings.Fields(line)
+		for i := 1; i < len(f); i++ {
+			v, _ := strconv.ParseFloat(f[i], 64)
+			if i >= 9 { // guest time is already counted in user time
+				break
+			}
+			s.total += v / clockTicks
+			if i != 4 && i != 5 { // idle, iowait
+				s.busy += v / clockTicks
+			}
+		}
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(d + "/stat")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		lp, rp := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+		if lp < 0 || rp < lp {
+			continue
+		}
+		f := strings.Fields(string(b[rp+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		// Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the comm.
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		s.seconds[groupOf(pid, string(b[lp+1:rp]), ingestPid)] += (ut + st) / clockTicks
+	}
+	return s
+}
+
+// CPUUsage is the CPU used between two samples: cores per group (1.0 = one
+// core busy the whole time) and the machine's busy share in percent.
+type CPUUsage struct {
+	Cores       map[string]float64 `json:"cores"`
+	MachineBusy float64            `json:"machine_busy_pct"`
+}
+
+// UsageSince is the usage from before to s. Processes that exited between
+// the two samples (short-lived Postgres backends of other users) are missed.
+func (s CPUSample) UsageSince(before CPUSample) CPUUsage {
+	u := CPUUsage{Cores: map[string]float64{}}
+	wall := s.at.Sub(before.at).Seconds()
+	if wall <= 0 {
+		return u
+	}
+	for g, v := range s.seconds {
+		if d := v - before.seconds[g]; d > 0 {
+			u.Cores[g] = round2(d / wall)
+		}
+	}
+	if dt := s.total - before.total; dt > 0 {
+		u.MachineBusy = round2(100 * (s.busy - before.busy) / dt)
+	}
+	return u
+}
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }

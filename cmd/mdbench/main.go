@@ -1,0 +1,208 @@
+// Command mdbench benchmarks the real marketdata binary against the local
+// services (Postgres, Redis, NATS) over loopback.
+//
+//	go run ./cmd/mdbench -bin bin/marketdata              # every benchmark
+//	go run ./cmd/mdbench -bin bin/marketdata -only ingest # some of them
+//	go run ./cmd/mdbench -bin bin/marketdata ingest       # the same
+//
+// Each benchmark runs in a sandbox of its own (a fresh database, Redis prefix
+// and stream names, all removed at the end), starts the binary as a child
+// process, prints a table on stdout and writes <out>/<name>.json. It exits 0
+// when every benchmark ran, whether or not its goals were met, and non-zero
+// when one could not run (setup error, timeout, lost updates).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Options are what every benchmark shares: the binary and the services.
+type Options struct {
+	// Bin is the absolute path of the marketdata binary under test.
+	Bin string
+	// Out is the directory that receives <bench>.json and child logs.
+	Out string
+	// PostgresURL names the server's maintenance database (sandboxes create
+	// their own next to it).
+	PostgresURL string
+	// RedisURL and NATSURL are the local Redis and NATS servers.
+	RedisURL, NATSURL string
+	// Machine describes where the run happens; every result carries it.
+	Machine Machine
+}
+
+// Bench is one named benchmark. Run prints its table and returns what goes
+// into <out>/<name>.json; an error means the benchmark itself failed.
+type Bench struct {
+	Name    string
+	Help    string
+	Timeout time.Duration
+	Run     func(ctx context.Context, o *Options, log *slog.Logger) (any, error)
+}
+
+// benches are all benchmarks, in the order a full run takes them. HTTP
+// benchmarks join this list.
+var benches = []Bench{
+	{Name: "ingest", Help: "NATS → ingest → Postgres → Redis: end-to-end rate vs raw upserts, freshness at 5,000/s",
+		Timeout: 3 * time.Minute, Run: runIngestBench},
+}
+
+// Machine is the machine facts every result records.
+type Machine struct {
+	NumCPU     int       `json:"nproc"`
+	GoVersion  string    `json:"go_version"`
+	OS         string    `json:"os"`
+	Arch       string    `json:"arch"`
+	Hostname   string    `json:"hostname"`
+	Date       time.Time `json:"date"`
+	LoadAvg    string    `json:"loadavg_at_start"`
+	BinVersion string    `json:"bin_version"`
+}
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var (
+		o    Options
+		only string
+	)
+	fs := flag.NewFlagSet("mdbench", flag.ContinueOnError)
+	fs.StringVar(&o.Bin, "bin", "bin/marketdata", "the marketdata binary to benchmark")
+	fs.StringVar(&only, "only", "", "comma-separated benchmarks to run (default all): "+strings.Join(names(), ", "))
+	fs.StringVar(&o.Out, "out", "bench-results", "directory for <bench>.json and child logs")
+	fs.StringVar(&o.PostgresURL, "pg", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "Postgres maintenance database URL")
+	fs.StringVar(&o.RedisURL, "redis", "redis://127.0.0.1:6379/0", "Redis URL")
+	fs.StringVar(&o.NATSURL, "nats", "nats://127.0.0.1:4222", "NATS URL")
+	ingestFlags(fs, &ingestParams)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: mdbench [flags] [bench...]\n\nbenchmarks:\n")
+		for _, b := range benches {
+			fmt.Fprintf(fs.Output(), "  %-8s %s\n", b.Name, b.Help)
+		}
+		fmt.Fprintf(fs.Output(), "\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	selected, err := selectBenches(only, fs.Args())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mdbench:", err)
+		return 2
+	}
+	if o.Bin, err = filepath.Abs(o.Bin); err != nil {
+		fmt.Fprintln(os.Stderr, "mdbench: -bin:", err)
+		return 2
+	}
+	if st, err := os.Stat(o.Bin); err != nil || st.IsDir() {
+		fmt.Fprintf(os.Stderr, "mdbench: -bin %s is not a file (run `make build` first)\n", o.Bin)
+		return 2
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "mdbench: -out:", err)
+		return 2
+	}
+	o.Machine = machineFacts(o.Bin)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	failed := 0
+	for _, b := range selected {
+		log.Info("bench start", "bench", b.Name, "timeout", b.Timeout)
+		bctx, cancel := context.WithTimeout(ctx, b.Timeout)
+		res, err := b.Run(bctx, &o, log.With("bench", b.Name))
+		cancel()
+		if err != nil {
+			failed++
+			log.Error("bench failed", "bench", b.Name, "err", err)
+			fmt.Printf("\n%s: FAILED: %v\n", b.Name, err)
+			continue
+		}
+		path := filepath.Join(o.Out, b.Name+".json")
+		if err := writeJSON(path, res); err != nil {
+			failed++
+			log.Error("bench result not written", "bench", b.Name, "err", err)
+			continue
+		}
+		log.Info("bench done", "bench", b.Name, "result", path)
+	}
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+func names() []string {
+	out := make([]string, len(benches))
+	for i, b := range benches {
+		out[i] = b.Name
+	}
+	return out
+}
+
+// selectBenches picks the benchmarks named by -only and the arguments, in
+// the canonical order; none named means all.
+func selectBenches(only string, args []string) ([]Bench, error) {
+	var want []string
+	for n := range strings.SplitSeq(only, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			want = append(want, n)
+		}
+	}
+	want = append(want, args...)
+	if len(want) == 0 {
+		return benches, nil
+	}
+	for _, n := range want {
+		if !slices.Contains(names(), n) {
+			return nil, fmt.Errorf("unknown benchmark %q (have %s)", n, strings.Join(names(), ", "))
+		}
+	}
+	var out []Bench
+	for _, b := range benches {
+		if slices.Contains(want, b.Name) {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+func machineFacts(bin string) Machine {
+	m := Machine{
+		NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
+		Date: time.Now().UTC().Truncate(time.Second),
+	}
+	m.Hostname, _ = os.Hostname()
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m.LoadAvg = strings.TrimSpace(string(b))
+	}
+	if b, err := exec.Command(bin, "--version").Output(); err == nil {
+		m.BinVersion = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
