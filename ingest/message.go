@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"regexp"
 	"strings"
@@ -42,7 +41,6 @@ const (
 )
 
 var (
-	idPattern       = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 	categoryPattern = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
 	// rfc3339Pattern is the shape of an RFC 3339 date-time. time.Parse alone also
 	// accepts a one-digit hour, a comma before the fraction and the offsets
@@ -160,7 +158,7 @@ func ParseSubject(prefix, subject string) (kind, id string, err error) {
 	default:
 		return "unknown", "", invalid(ReasonSubject, "unknown message kind %q", kind)
 	}
-	if !ok || !idPattern.MatchString(id) {
+	if !ok || !validID(id) {
 		return kind, "", invalid(ReasonSubject, "subject id %q does not match [A-Za-z0-9_-]{1,64}", id)
 	}
 	return kind, id, nil
@@ -193,8 +191,9 @@ func unmarshal(data []byte, v any) error {
 	if bytes.Equal(bytes.Trim(data, " \t\r\n"), []byte("null")) {
 		return invalid(ReasonBadJSON, "the body is a JSON null, not an object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(v); err != nil {
+	// json.Unmarshal checks the whole input first, so trailing data after
+	// the object is a syntax error like any other.
+	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			if te.Field == "" {
@@ -204,10 +203,22 @@ func unmarshal(data []byte, v any) error {
 		}
 		return invalid(ReasonBadJSON, "%v", err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return invalid(ReasonBadJSON, "trailing data after the JSON object")
-	}
 	return nil
+}
+
+// validID reports whether v matches [A-Za-z0-9_-]{1,64}, without a regexp:
+// it runs for every id of every message.
+func validID(v string) bool {
+	if len(v) == 0 || len(v) > 64 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func required[T any](name string, p *T) error {
@@ -218,7 +229,7 @@ func required[T any](name string, p *T) error {
 }
 
 func checkID(name string, v string) error {
-	if !idPattern.MatchString(v) {
+	if !validID(v) {
 		return invalid(ReasonInvalidID, "%s %q does not match [A-Za-z0-9_-]{1,64}", name, truncate(v))
 	}
 	return nil

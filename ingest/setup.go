@@ -30,8 +30,11 @@ type Config struct {
 	MaxAge time.Duration
 	// BatchSize caps messages per batch (1000).
 	BatchSize int
-	// Linger is how long a batch waits for more messages once it has one (5ms).
+	// Linger is how long a batch may wait for more messages after its first
+	// one (10ms).
 	Linger time.Duration
+	// Appliers is how many batches one process writes at once (4).
+	Appliers int
 	// AckWait is how long a delivered message may stay unacknowledged (30s).
 	AckWait time.Duration
 	// MaxDeliveries: a message delivered more often is rejected with reason
@@ -65,7 +68,10 @@ func (c Config) Defaults() Config {
 		c.BatchSize = 1000
 	}
 	if c.Linger == 0 {
-		c.Linger = 5 * time.Millisecond
+		c.Linger = 10 * time.Millisecond
+	}
+	if c.Appliers == 0 {
+		c.Appliers = 4
 	}
 	if c.AckWait == 0 {
 		c.AckWait = 30 * time.Second

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -100,7 +101,42 @@ func (w *Worker) Run(ctx context.Context) error {
 	go w.watchLag(ctx, cons)
 	go w.sweep(ctx)
 
-	w.log.Info("ingest consuming", "stream", w.cfg.Stream, "consumer", w.cfg.Consumer, "batch_size", w.cfg.BatchSize)
+	w.log.Info("ingest consuming", "stream", w.cfg.Stream, "consumer", w.cfg.Consumer,
+		"batch_size", w.cfg.BatchSize, "appliers", w.cfg.Appliers, "linger", w.cfg.Linger.String())
+	// One collector fills batches; several appliers write them, so a batch is
+	// collected and decoded while others wait on Postgres or Redis. Appliers
+	// may write updates of the same documents at once: the store's document
+	// locks and revisions make that safe, exactly as for separate processes.
+	// While every applier is busy, messages gather in the client's buffer and
+	// the next batch is larger.
+	batches := make(chan batch)
+	var wg sync.WaitGroup
+	for range w.cfg.Appliers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range batches {
+				// A batch is finished even when shutdown begins meanwhile.
+				w.process(context.WithoutCancel(ctx), b.msgs, b.started)
+			}
+		}()
+	}
+	err = w.collect(ctx, iter, batches)
+	close(batches)
+	wg.Wait()
+	return err
+}
+
+// batch is what the collector hands an applier.
+type batch struct {
+	msgs    []jetstream.Msg
+	started time.Time
+}
+
+// collect reads batches until ctx is done. A batch takes what arrives within
+// Linger of its first message, up to BatchSize: small batches when traffic
+// is light (freshness), full ones when a backlog waits (throughput).
+func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, out chan<- batch) error {
 	for {
 		first, err := iter.Next(jetstream.NextContext(ctx))
 		if err != nil {
@@ -113,17 +149,28 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.log.Warn("ingest pull", "err", err)
 			continue
 		}
-		started := time.Now()
-		batch := []jetstream.Msg{first}
-		for len(batch) < w.cfg.BatchSize {
-			m, err := iter.Next(jetstream.NextMaxWait(w.cfg.Linger))
+		b := batch{msgs: []jetstream.Msg{first}, started: time.Now()}
+		deadline := b.started.Add(w.cfg.Linger)
+		for len(b.msgs) < w.cfg.BatchSize {
+			wait := time.Until(deadline)
+			if wait <= 0 {
+				break
+			}
+			m, err := iter.Next(jetstream.NextMaxWait(wait))
 			if err != nil {
 				break
 			}
-			batch = append(batch, m)
+			b.msgs = append(b.msgs, m)
 		}
-		// The batch is finished even when shutdown begins meanwhile.
-		w.process(context.WithoutCancel(ctx), batch, started)
+		select {
+		case out <- b:
+		case <-ctx.Done():
+			// Not handed over: these messages are redelivered after AckWait.
+			for _, m := range b.msgs {
+				m.Nak() //nolint:errcheck // redelivered anyway
+			}
+			return nil
+		}
 	}
 }
 

@@ -208,7 +208,13 @@ func (s *Store) applyOnce(ctx context.Context, b *Batch) (*Result, error) {
 	if res.Events, err = readEventDocs(ctx, tx, eventRevs); err != nil {
 		return nil, err
 	}
-	if res.Markets, err = readMarketDocs(ctx, tx, marketRevs); err != nil {
+	written := make(map[string]*Price, len(b.Prices))
+	for i := range b.Prices {
+		if p := &b.Prices[i]; res.Applied["price:"+p.MarketID] {
+			written[p.MarketID] = p
+		}
+	}
+	if res.Markets, err = readMarketDocs(ctx, tx, marketRevs, written); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -150,7 +150,7 @@ const marketDocQuery = `
 	FROM docs d
 	LEFT JOIN markets m ON m.universal_id = d.id
 	LEFT JOIN events e ON e.universal_id = m.event_id
-	LEFT JOIN prices p ON p.market_id = d.id
+	LEFT JOIN prices p ON p.market_id = d.id AND NOT d.known
 	ORDER BY d.id COLLATE "C"`
 
 func scanMarketDocs(rows pgx.Rows, fn func(MarketDoc) error) error {
@@ -172,22 +172,30 @@ func scanMarketDocs(rows pgx.Rows, fn func(MarketDoc) error) error {
 	return err
 }
 
-// readMarketDocs reads the state of the given markets' price items.
-func readMarketDocs(ctx context.Context, db DB, revs map[string]int64) ([]MarketDoc, error) {
+// readMarketDocs reads the state of the given markets' price items. Prices
+// in known were just written by this transaction, so they are what is stored
+// and are not read back.
+func readMarketDocs(ctx context.Context, db DB, revs map[string]int64, known map[string]*Price) ([]MarketDoc, error) {
 	if len(revs) == 0 {
 		return nil, nil
 	}
 	ids := make([]string, 0, len(revs))
 	rv := make([]int64, 0, len(revs))
+	kn := make([]bool, 0, len(revs))
 	for id, r := range revs {
-		ids, rv = append(ids, id), append(rv, r)
+		ids, rv, kn = append(ids, id), append(rv, r), append(kn, known[id] != nil)
 	}
-	rows, err := db.Query(ctx, `WITH docs AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS u(id, rev))`+marketDocQuery, ids, rv)
+	rows, err := db.Query(ctx, `WITH docs AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bool[]) AS u(id, rev, known))`+marketDocQuery, ids, rv, kn)
 	if err != nil {
 		return nil, fmt.Errorf("store: read market documents: %w", err)
 	}
 	docs := make([]MarketDoc, 0, len(ids))
 	if err := scanMarketDocs(rows, func(d MarketDoc) error {
+		if p := known[d.ID]; p != nil {
+			stored := *p
+			stored.TS = p.TS.UTC().Truncate(time.Microsecond) // what timestamptz keeps
+			d.Price = &stored
+		}
 		docs = append(docs, d)
 		return nil
 	}); err != nil {
@@ -261,7 +269,7 @@ func (s *Snapshot) EventDocs(ctx context.Context, pageSize int, fn func(EventDoc
 func (s *Snapshot) MarketDocs(ctx context.Context, fn func(MarketDoc) error) error {
 	rows, err := s.tx.Query(ctx, `
 		WITH docs AS (
-		    SELECT substr(doc, 3) AS id, rev FROM doc_revs WHERE doc LIKE 'm:%'
+		    SELECT substr(doc, 3) AS id, rev, false AS known FROM doc_revs WHERE doc LIKE 'm:%'
 		)`+marketDocQuery)
 	if err != nil {
 		return fmt.Errorf("store: read market documents: %w", err)

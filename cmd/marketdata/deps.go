@@ -57,12 +57,20 @@ func ingestFlags(fs *pflag.FlagSet, ic *ingest.Config) {
 	fs.StringVar(&ic.Consumer, "consumer", "ingest", "durable consumer shared by all ingest workers")
 	fs.IntVar(&ic.Replicas, "replicas", 1, "stream replicas when ingest creates the streams (3 on a NATS cluster)")
 	fs.IntVar(&ic.BatchSize, "batch-size", 1000, "most messages per batch")
+	fs.DurationVar(&ic.Linger, "linger", 10*time.Millisecond, "how long a batch may wait for more messages after its first")
+	fs.IntVar(&ic.Appliers, "appliers", 4, "batches one process writes at once")
 	fs.DurationVar(&ic.AckWait, "ack-wait", 30*time.Second, "redeliver a message not acknowledged this long after delivery (a crashed worker's messages)")
 }
 
 func validateIngest(ic *ingest.Config) error {
 	if ic.BatchSize < 1 || ic.BatchSize > 10000 {
 		return fmt.Errorf("--batch-size: %d is not within 1..10000", ic.BatchSize)
+	}
+	if ic.Linger < 0 || ic.Linger > time.Second {
+		return fmt.Errorf("--linger: %s is not within 0..1s", ic.Linger)
+	}
+	if ic.Appliers < 1 || ic.Appliers > 64 {
+		return fmt.Errorf("--appliers: %d is not within 1..64", ic.Appliers)
 	}
 	if ic.AckWait < time.Second {
 		return fmt.Errorf("--ack-wait: %s is below 1s", ic.AckWait)
