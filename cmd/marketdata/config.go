@@ -44,6 +44,7 @@ const (
 	secretsUnused   secretsMode = iota // the command needs neither secret
 	secretsRequired                    // unset is an error
 	secretsRandom                      // unset gets a random per-process value (dev)
+	secretsPepper                      // only MD_KEY_PEPPER, required (key creation)
 )
 
 // configError names the variable at fault.
@@ -129,10 +130,13 @@ func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error
 	if c.RedisPrefix == "" || strings.ContainsAny(c.RedisPrefix, "{}*?[]\\ ") {
 		return nil, &configError{"MD_REDIS_PREFIX", "must be non-empty without braces, glob characters or spaces"}
 	}
-	if secrets != secretsUnused {
+	switch secrets {
+	case secretsRequired, secretsRandom:
 		if c.CursorSecret, err = secret("MD_CURSOR_SECRET", getenv("MD_CURSOR_SECRET"), secrets); err != nil {
 			return nil, err
 		}
+		fallthrough
+	case secretsPepper:
 		if c.KeyPepper, err = secret("MD_KEY_PEPPER", getenv("MD_KEY_PEPPER"), secrets); err != nil {
 			return nil, err
 		}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
@@ -14,7 +17,7 @@ func (c *cli) devCmd() *cobra.Command {
 	o := feedOptions{}
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run migrate + ingest + feed in one process on local services, with demo data",
+		Short: "Run migrate + ingest + api + feed in one process on local services, with a demo account and key",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
@@ -34,14 +37,44 @@ func (c *cli) devCmd() *cobra.Command {
 				return err
 			}
 			log.Info("schema migrated", "version", store.SchemaVersion(), "applied", applied)
+			secret, err := demoKey(ctx, cfg)
+			if err != nil {
+				return err
+			}
+
+			// Both servers report in; the banner goes out once both listen.
+			var mu sync.Mutex
+			var ingestAdmin, apiAddr, apiAdmin string
+			banner := func() {
+				if ingestAdmin == "" || apiAddr == "" {
+					return
+				}
+				fmt.Fprintf(c.stdout, "\nmarketdata dev is running (Ctrl-C stops it)\n"+
+					"  API:             http://%s  (admin http://%s)\n"+
+					"  demo key:        %s\n"+
+					"  try:             curl -s -H 'Authorization: Bearer %s' http://%s/public/v1/key\n"+
+					"  ingest metrics:  curl -s http://%s/metrics | grep marketdata_ingest\n"+
+					"  synthetic feed:  %d events, %.0f messages/s\n\n",
+					apiAddr, apiAdmin, secret, secret, apiAddr, ingestAdmin, o.events, o.rate)
+			}
 			ic := ingest.Config{}.Defaults()
+			apiCfg := *cfg
+			apiCfg.AdminAddr = "127.0.0.1:0" // the ingest side has MD_ADMIN_ADDR
 			g, gctx := errgroup.WithContext(ctx)
 			g.Go(func() error {
 				return runIngest(gctx, cfg, ic, log, newRegistry(), func(admin string) {
-					fmt.Fprintf(c.stdout, "\nmarketdata dev is running (Ctrl-C stops it)\n"+
-						"  ingest metrics:  curl -s http://%s/metrics | grep marketdata_ingest\n"+
-						"  readiness:       curl -s http://%s/readyz\n"+
-						"  synthetic feed:  %d events, %.0f messages/s\n\n", admin, admin, o.events, o.rate)
+					mu.Lock()
+					defer mu.Unlock()
+					ingestAdmin = admin
+					banner()
+				})
+			})
+			g.Go(func() error {
+				return runAPI(gctx, &apiCfg, log, newRegistry(), func(addr, admin string) {
+					mu.Lock()
+					defer mu.Unlock()
+					apiAddr, apiAdmin = addr, admin
+					banner()
 				})
 			})
 			g.Go(func() error {
@@ -53,4 +86,29 @@ func (c *cli) devCmd() *cobra.Command {
 	}
 	o.flags(cmd, 200, 50)
 	return cmd
+}
+
+// demoKey creates an account with access and a key with every scope, and
+// returns the key's secret (valid for this process: the pepper is random).
+func demoKey(ctx context.Context, cfg *Config) (string, error) {
+	pool, err := connectPostgres(ctx, "MD_DATABASE_URL", cfg.DatabaseURL)
+	if err != nil {
+		return "", err
+	}
+	defer pool.Close()
+	st := store.New(pool)
+	now := time.Now()
+	a, err := st.CreateAccount(ctx, "demo", now)
+	if err != nil {
+		return "", err
+	}
+	if _, err := st.SetAccess(ctx, a.ID, true, now); err != nil {
+		return "", err
+	}
+	secret := store.NewSecret()
+	_, err = st.CreateKey(ctx, store.NewKey{
+		AccountID: a.ID, SecretHash: store.HashSecret(cfg.KeyPepper, secret), Last4: secret[len(secret)-4:],
+		Scopes: store.KnownScopes, CreatedAt: now, ExpiresAt: now.Add(90 * 24 * time.Hour),
+	})
+	return secret, err
 }

@@ -53,11 +53,15 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	root.PersistentFlags().StringVar(&c.logFormat, "log-format", "json", "log format on stderr: json or text")
 	root.PersistentFlags().StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.AddCommand(
+		c.apiCmd(),
 		c.migrateCmd(),
 		c.ingestCmd(),
 		c.feedCmd(),
 		c.cacheCmd(),
 		c.devCmd(),
+		c.accountCmd(),
+		c.accessCmd(),
+		c.keyCmd(),
 	)
 	return root
 }

@@ -1,0 +1,183 @@
+package api
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/marketdata/marketdata/ratelimit"
+	"github.com/marketdata/marketdata/store"
+)
+
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{8,64}$`)
+
+// requestID puts X-Request-Id on every answer: the caller's, when it is a
+// plain token, else a fresh one.
+func (s *Server) requestID(c *fiber.Ctx) error {
+	id := c.Get(fiber.HeaderXRequestID)
+	if !requestIDPattern.MatchString(id) {
+		b := make([]byte, 12)
+		rand.Read(b) //nolint:errcheck // never fails
+		id = hex.EncodeToString(b)
+	} else {
+		id = strings.Clone(id) // Fiber reuses header memory after the handler
+	}
+	c.Locals(localRequestID, id)
+	c.Set(fiber.HeaderXRequestID, id)
+	return c.Next()
+}
+
+func requestID(c *fiber.Ctx) string {
+	id, _ := c.Locals(localRequestID).(string)
+	return id
+}
+
+// cors answers the documentation site and the operator's apps (contract §2):
+// their requests get Access-Control-Allow-Origin and Vary: Origin, their
+// preflights 204 allowing GET and Authorization, never credentials. Any other
+// origin gets no CORS headers, and its preflight 400 origin_not_allowed.
+func (s *Server) cors(c *fiber.Ctx) error {
+	origin := c.Get(fiber.HeaderOrigin)
+	preflight := c.Method() == fiber.MethodOptions && origin != "" &&
+		c.Get(fiber.HeaderAccessControlRequestMethod) != ""
+	if origin == "" {
+		return c.Next()
+	}
+	if !s.origins[origin] {
+		if preflight {
+			return fail(KindOriginNotAllowed, "origin "+strings.Clone(origin)+" is not allowed to call this API from a browser")
+		}
+		return c.Next()
+	}
+	c.Set(fiber.HeaderAccessControlAllowOrigin, origin)
+	c.Vary(fiber.HeaderOrigin)
+	if preflight {
+		c.Set(fiber.HeaderAccessControlAllowMethods, "GET")
+		c.Set(fiber.HeaderAccessControlAllowHeaders, "Authorization")
+		c.Set(fiber.HeaderAccessControlMaxAge, "600")
+		return c.SendStatus(fiber.StatusNoContent)
+	}
+	c.Set(fiber.HeaderAccessControlExposeHeaders,
+		"X-Request-Id, ETag, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After")
+	return c.Next()
+}
+
+func (s *Server) addr(c *fiber.Ctx) netip.Addr {
+	if a, ok := c.Locals(localAddr).(netip.Addr); ok {
+		return a
+	}
+	var peer netip.Addr
+	if tcp, ok := c.Context().RemoteAddr().(interface{ AddrPort() netip.AddrPort }); ok {
+		peer = tcp.AddrPort().Addr()
+	} else {
+		peer, _ = netip.ParseAddr(c.Context().RemoteIP().String())
+	}
+	var xff []string
+	if len(s.cfg.TrustedProxies) > 0 && inAny(peer.Unmap(), s.cfg.TrustedProxies) {
+		c.Request().Header.VisitAll(func(k, v []byte) {
+			if strings.EqualFold(string(k), fiber.HeaderXForwardedFor) {
+				xff = append(xff, string(v))
+			}
+		})
+	}
+	a := clientAddr(peer, xff, s.cfg.TrustedProxies)
+	c.Locals(localAddr, a)
+	return a
+}
+
+// bearer extracts the secret of "Authorization: Bearer <secret>".
+func bearer(h string) (string, bool) {
+	scheme, secret, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(secret), true
+}
+
+// authenticate runs the contract's checks in order: failed-auth block of the
+// address (429), key (401), access (403), IP allowlist (403). Every 401
+// counts as one failed authentication of the address, on all nodes.
+func (s *Server) authenticate(c *fiber.Ctx) error {
+	ctx := c.UserContext()
+	addr := s.addr(c)
+	if blocked, retry, err := s.limiter.Blocked(ctx, addr.String()); blocked {
+		return &Error{Kind: KindRateLimited, Message: "too many failed authentications from this address", RetryAfter: retry}
+	} else if err != nil {
+		s.log.Warn("failed-auth limit decided by this node alone", "err", err)
+	}
+	unauthorized := func(msg string) error {
+		if err := s.limiter.Failed(ctx, addr.String()); err != nil {
+			s.log.Warn("failed authentication counted by this node alone", "err", err)
+		}
+		return fail(KindUnauthorized, msg)
+	}
+	h := c.Get(fiber.HeaderAuthorization)
+	if h == "" {
+		return unauthorized("no API key: send Authorization: Bearer <key>")
+	}
+	secret, ok := bearer(h)
+	if !ok || !store.ValidSecret(secret) {
+		return unauthorized("malformed API key: expected Authorization: Bearer mdk_live_ followed by 43 characters")
+	}
+	cred, err := s.keys.get(ctx, store.HashSecret(s.cfg.KeyPepper, secret))
+	if err != nil {
+		return &Error{Kind: KindUnavailable, Message: "keys cannot be checked right now; try again", Err: err}
+	}
+	switch {
+	case cred == nil:
+		return unauthorized("unknown API key")
+	case cred.Key.RevokedAt != nil:
+		return unauthorized("the API key was revoked")
+	case !s.now().Before(cred.Key.ExpiresAt):
+		return unauthorized("the API key expired at " + cred.Key.ExpiresAt.Format("2006-01-02T15:04:05Z07:00"))
+	case !cred.Account.AccessGranted:
+		return fail(KindAccessNotGranted, "the key's account has no granted API access")
+	case len(cred.Key.IPAllowlist) > 0 && !inAny(addr, cred.Key.IPAllowlist):
+		return fail(KindIPNotAllowed, "this key may not be used from "+addr.String())
+	}
+	c.Locals(localCred, cred)
+	return c.Next()
+}
+
+// scope refuses keys without the route's scope.
+func (s *Server) scope(name string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		cred := credential(c)
+		if cred == nil {
+			return errNoCredential
+		}
+		if !slices.Contains(cred.Key.Scopes, name) {
+			return fail(KindInsufficientScope, "this route needs a key with scope "+name)
+		}
+		return c.Next()
+	}
+}
+
+// window counts the request in its account's window, shared by all nodes,
+// and puts the RateLimit headers on the answer, whatever it turns out to be.
+func (s *Server) window(c *fiber.Ctx) error {
+	cred := credential(c)
+	if cred == nil {
+		return errNoCredential
+	}
+	r, err := s.limiter.Allow(c.UserContext(), cred.Account.ID)
+	if err != nil {
+		s.log.Warn("request window decided by this node alone", "err", err)
+	}
+	setLimitHeaders(c, r)
+	if !r.Allowed {
+		return &Error{Kind: KindRateLimited, Message: "the account's request limit for this window is used up", RetryAfter: r.RetryAfter}
+	}
+	return c.Next()
+}
+
+func setLimitHeaders(c *fiber.Ctx, r ratelimit.Result) {
+	c.Set("RateLimit-Limit", itoa(r.Limit))
+	c.Set("RateLimit-Remaining", itoa(r.Remaining))
+	c.Set("RateLimit-Reset", ratelimit.Seconds(r.ResetAfter))
+}

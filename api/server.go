@@ -1,0 +1,183 @@
+// Package api is one stateless HTTP API node (Fiber v2): the front door every
+// request passes (request id, CORS, client address, failed-auth block, key,
+// access, IP allowlist, scope, per-account window) and the routes behind it.
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/marketdata/marketdata/ratelimit"
+	"github.com/marketdata/marketdata/store"
+)
+
+// Config is the node's configuration (contract §1).
+type Config struct {
+	DocsOrigin     string
+	AppOrigins     []string
+	TrustedProxies []netip.Prefix
+	KeyPepper      []byte
+	CursorSecret   []byte
+	// KeyCacheTTL bounds how long a cached key or account record is used
+	// without a change notice (10s).
+	KeyCacheTTL time.Duration
+	// KeyNoticeSubject carries key and access changes ("md.keys.v1").
+	KeyNoticeSubject string
+	// PresenceSubject carries node heartbeats ("md.api.presence").
+	PresenceSubject string
+}
+
+// Deps are the node's collaborators.
+type Deps struct {
+	Credentials Credentials
+	Limiter     *ratelimit.Limiter
+	// NC receives key change notices and presence; nil in some tests.
+	NC       *nats.Conn
+	Log      *slog.Logger
+	Now      func() time.Time
+	Registry prometheus.Registerer
+}
+
+// Server is one API node.
+type Server struct {
+	cfg      Config
+	app      *fiber.App
+	keys     *keyCache
+	limiter  *ratelimit.Limiter
+	log      *slog.Logger
+	now      func() time.Time
+	origins  map[string]bool
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	subs     []*nats.Subscription
+}
+
+// New builds a node; Serve starts it.
+func New(cfg Config, d Deps) (*Server, error) {
+	if cfg.KeyCacheTTL == 0 {
+		cfg.KeyCacheTTL = 10 * time.Second
+	}
+	if cfg.KeyNoticeSubject == "" {
+		cfg.KeyNoticeSubject = "md.keys.v1"
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
+	}
+	s := &Server{
+		cfg: cfg, keys: newKeyCache(d.Credentials, cfg.KeyCacheTTL, d.Now), limiter: d.Limiter,
+		log: d.Log, now: d.Now, origins: map[string]bool{cfg.DocsOrigin: true},
+	}
+	for _, o := range cfg.AppOrigins {
+		s.origins[o] = true
+	}
+	f := promauto.With(d.Registry)
+	s.requests = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "marketdata_http_requests_total", Help: "API answers by route and status.",
+	}, []string{"route", "status"})
+	s.latency = f.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "marketdata_http_request_seconds", Help: "API answer time by route.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+	}, []string{"route"})
+
+	s.app = fiber.New(fiber.Config{
+		ErrorHandler:          errorHandler(d.Log),
+		DisableStartupMessage: true,
+		ReadTimeout:           10 * time.Second,
+		WriteTimeout:          10 * time.Second,
+		IdleTimeout:           60 * time.Second,
+		JSONEncoder:           marshalJSON,
+	})
+	s.routes()
+	if d.NC != nil {
+		sub, err := d.NC.Subscribe(cfg.KeyNoticeSubject, s.onKeyNotice)
+		if err != nil {
+			return nil, err
+		}
+		s.subs = append(s.subs, sub)
+		d.NC.SetReconnectHandler(func(*nats.Conn) { s.keys.flush() })
+	}
+	return s, nil
+}
+
+func (s *Server) routes() {
+	s.app.Use(s.observe, s.requestID, s.cors)
+	v1 := s.app.Group("/public/v1", s.authenticate)
+	v1.Get("/key", s.window, s.getKey)
+}
+
+// App exposes the Fiber app (tests use App().Test).
+func (s *Server) App() *fiber.App { return s.app }
+
+// Serve answers on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	return s.app.Listener(ln)
+}
+
+// Shutdown stops accepting connections and waits for in-flight requests.
+func (s *Server) Shutdown(ctx context.Context) error {
+	for _, sub := range s.subs {
+		sub.Unsubscribe() //nolint:errcheck
+	}
+	return s.app.ShutdownWithContext(ctx)
+}
+
+// observe counts every answer by route template and status.
+func (s *Server) observe(c *fiber.Ctx) error {
+	start := time.Now()
+	err := c.Next()
+	if err != nil {
+		// Let the error handler write the answer now, so the status is known.
+		if herr := s.app.Config().ErrorHandler(c, err); herr != nil {
+			return herr
+		}
+	}
+	route := "unmatched"
+	if r := c.Route(); r != nil && r.Path != "/" {
+		route = r.Path
+	}
+	s.requests.WithLabelValues(route, strconv.Itoa(c.Response().StatusCode())).Inc()
+	s.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// credential is the authenticated key of the request.
+func credential(c *fiber.Ctx) *store.Credential {
+	cred, _ := c.Locals(localCred).(*store.Credential)
+	return cred
+}
+
+type localKey int
+
+const (
+	localCred localKey = iota
+	localAddr
+	localRequestID
+)
+
+var errNoCredential = errors.New("api: route reached without a credential")
+
+// marshalJSON encodes without HTML escaping ("<key>" stays readable).
+func marshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/marketdata/marketdata/api"
+	"github.com/marketdata/marketdata/ratelimit"
+	"github.com/marketdata/marketdata/store"
+)
+
+func (c *cli) apiCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "api",
+		Short: "Run one stateless HTTP API node (run N of them behind any load balancer)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := LoadConfig(c.getenv, secretsRequired)
+			if err != nil {
+				return err
+			}
+			log, err := c.logger()
+			if err != nil {
+				return err
+			}
+			return runAPI(cmd.Context(), cfg, log, newRegistry(), nil)
+		},
+	}
+}
+
+// runAPI runs one API node with its admin server until ctx is done, then
+// drains in-flight requests. ready, when not nil, gets the bound addresses.
+func runAPI(ctx context.Context, cfg *Config, log *slog.Logger, reg *prometheus.Registry, ready func(httpAddr, adminAddr string)) error {
+	pool, err := connectPostgres(ctx, "MD_DATABASE_READ_URL", cfg.DatabaseReadURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	st := store.New(pool)
+	if err := st.CheckSchema(ctx); err != nil {
+		return err
+	}
+	rdb, err := connectRedis(ctx, cfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	nc, err := connectNATS(cfg.NATSURL, "marketdata api")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	id := make([]byte, 6)
+	rand.Read(id) //nolint:errcheck // never fails
+	presence := api.NewPresence(nc, "", hex.EncodeToString(id), 2*time.Second)
+	go presence.Run(ctx) //nolint:errcheck // ends with ctx
+	limiter := ratelimit.New(rdb, ratelimit.Config{
+		Limit: cfg.RateLimit, Window: cfg.RateWindow,
+		AuthFailLimit: cfg.AuthFailLimit, AuthFailWindow: cfg.AuthFailWindow,
+		Prefix: cfg.RedisPrefix,
+	}, presence.Count, time.Now)
+	srv, err := api.New(api.Config{
+		DocsOrigin: cfg.DocsOrigin, AppOrigins: cfg.AppOrigins, TrustedProxies: cfg.TrustedProxies,
+		KeyPepper: cfg.KeyPepper, CursorSecret: cfg.CursorSecret, KeyNoticeSubject: KeyNoticeSubject,
+	}, api.Deps{Credentials: st, Limiter: limiter, NC: nc, Log: log, Registry: reg})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return &configError{"MD_HTTP_ADDR", "cannot listen: " + err.Error()}
+	}
+	admin, err := startAdmin(cfg.AdminAddr, reg, []check{
+		{"postgres", st.Ping},
+		{"redis", func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+		{"nats", func(context.Context) error { return natsStatus(nc) }},
+	}, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("api listening", "addr", ln.Addr().String())
+	if ready != nil {
+		ready(ln.Addr().String(), admin.Addr())
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	// Stop accepting, drain in-flight requests, then the admin server.
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	admin.Close(sctx) //nolint:errcheck
+	log.Info("api stopped")
+	return err
+}
