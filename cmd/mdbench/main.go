@@ -58,6 +58,8 @@ type Bench struct {
 var benches = []Bench{
 	{Name: "ingest", Help: "NATS → ingest → Postgres → Redis: end-to-end rate vs raw upserts, freshness at 5,000/s",
 		Timeout: 3 * time.Minute, Run: runIngestBench},
+	{Name: "key", Help: "GET /public/v1/key through the full middleware vs a bare Fiber handler (64 connections)",
+		Timeout: 2 * time.Minute, Run: runKeyBench},
 }
 
 // Machine is the machine facts every result records.
@@ -89,6 +91,9 @@ func run() int {
 	fs.StringVar(&o.RedisURL, "redis", "redis://127.0.0.1:6379/0", "Redis URL")
 	fs.StringVar(&o.NATSURL, "nats", "nats://127.0.0.1:4222", "NATS URL")
 	ingestFlags(fs, &ingestParams)
+	var bareAddr, bareBody string
+	fs.StringVar(&bareAddr, "serve-bare", "", "internal: serve the bare baseline on this address")
+	fs.StringVar(&bareBody, "bare-body", "", "internal: the body the bare baseline returns")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: mdbench [flags] [bench...]\n\nbenchmarks:\n")
 		for _, b := range benches {
@@ -99,6 +104,13 @@ func run() int {
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
+	}
+	if bareAddr != "" {
+		if err := serveBare(bareAddr, bareBody); err != nil {
+			fmt.Fprintln(os.Stderr, "mdbench: bare:", err)
+			return 1
+		}
+		return 0
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// LoadResult is one closed-loop load run over loopback.
+type LoadResult struct {
+	Conns    int     `json:"connections"`
+	Seconds  float64 `json:"seconds"`
+	Requests int64   `json:"requests"`
+	RPS      float64 `json:"requests_per_s"`
+	P50MS    float64 `json:"p50_ms"`
+	P90MS    float64 `json:"p90_ms"`
+	P99MS    float64 `json:"p99_ms"`
+	MaxMS    float64 `json:"max_ms"`
+	Errors   int64   `json:"errors"`
+	// Unexpected counts answers whose status was not the expected one.
+	Unexpected int64 `json:"unexpected_status"`
+}
+
+// Target is what a load run requests.
+type Target struct {
+	Addr    string
+	Path    string
+	Headers map[string]string
+	Status  int
+}
+
+// Load runs conns closed-loop clients against t for warmup (not counted) and
+// then d, each client sending its next request as soon as the answer is in.
+func Load(ctx context.Context, t Target, conns int, warmup, d time.Duration) (LoadResult, error) {
+	hc := &fasthttp.HostClient{Addr: t.Addr, MaxConns: conns, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
+	var counting atomic.Bool
+	var errs, unexpected atomic.Int64
+	lat := make([][]time.Duration, conns)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+			defer fasthttp.ReleaseRequest(req)
+			defer fasthttp.ReleaseResponse(resp)
+			req.SetRequestURI("http://" + t.Addr + t.Path)
+			for k, v := range t.Headers {
+				req.Header.Set(k, v)
+			}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				err := hc.Do(req, resp)
+				el := time.Since(start)
+				if !counting.Load() {
+					continue
+				}
+				switch {
+				case err != nil:
+					errs.Add(1)
+				case resp.StatusCode() != t.Status:
+					unexpected.Add(1)
+				default:
+					lat[i] = append(lat[i], el)
+				}
+			}
+		}()
+	}
+	select {
+	case <-time.After(warmup):
+	case <-ctx.Done():
+	}
+	counting.Store(true)
+	started := time.Now()
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+	counting.Store(false)
+	elapsed := time.Since(started)
+	close(stop)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return LoadResult{}, err
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	if len(all) == 0 {
+		return LoadResult{}, fmt.Errorf("no successful request to %s%s (errors %d, unexpected status %d)", t.Addr, t.Path, errs.Load(), unexpected.Load())
+	}
+	slices.Sort(all)
+	q := func(p float64) float64 { return ms(all[min(len(all)-1, int(p*float64(len(all))))]) }
+	return LoadResult{
+		Conns: conns, Seconds: round2(elapsed.Seconds()), Requests: int64(len(all)),
+		RPS: round2(float64(len(all)) / elapsed.Seconds()), P50MS: q(0.50), P90MS: q(0.90), P99MS: q(0.99),
+		MaxMS: ms(all[len(all)-1]), Errors: errs.Load(), Unexpected: unexpected.Load(),
+	}, nil
+}
+
+func ms(d time.Duration) float64 { return round2(float64(d.Microseconds()) / 1000) }
