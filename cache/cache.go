@@ -9,6 +9,8 @@
 //	P{i}:g              hash  event → revision of its listing entry
 //	P{i}:s              hash  event → summary JSON (served active events only)
 //	P{i}:k              hash  event → the listing sets it is in
+//	P{i}:v              zset  listed events by volume: score = -volume, so
+//	                          ZRANGE gives volume desc, ties by ascending id
 //	P{i}:f:<c>:<v>:<n>  zset  listing set (score 0, member = event id) for
 //	                          category c, venue v, min_venues n ("*" = any)
 //
@@ -101,9 +103,10 @@ return 1
 `)
 
 // putListing moves an event between listing sets when the revision is newer.
-// KEYS: {i}:g, {i}:s, {i}:k. ARGV: id, gen, force, set key prefix, summary
-// ("" = not listed), set names separated by spaces. The set keys share the
-// {i} hash tag, so the script stays in one slot.
+// KEYS: {i}:g, {i}:s, {i}:k, {i}:v. ARGV: id, gen, force, set key prefix,
+// summary ("" = not listed), set names separated by spaces, -volume. The set
+// keys are built from ARGV[4] and share the {i} hash tag with KEYS, so the
+// script stays in one slot (Redis Cluster serves it from one node).
 var putListing = redis.NewScript(`
 local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 local gen = tonumber(ARGV[2])
@@ -116,9 +119,11 @@ end
 if ARGV[5] == '' then
   redis.call('HDEL', KEYS[2], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
+  redis.call('ZREM', KEYS[4], ARGV[1])
 else
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[5])
   redis.call('HSET', KEYS[3], ARGV[1], ARGV[6])
+  redis.call('ZADD', KEYS[4], ARGV[7], ARGV[1])
   for s in string.gmatch(ARGV[6], '%S+') do redis.call('ZADD', ARGV[4] .. s, 0, ARGV[1]) end
 end
 return 1
@@ -141,8 +146,8 @@ func (c *Cache) queueEvent(ctx context.Context, p redis.Pipeliner, d EventDocume
 		summary = string(d.Summary)
 	}
 	putListing.EvalSha(ctx, p,
-		[]string{c.listingKey("g"), c.listingKey("s"), c.listingKey("k")},
-		d.ID, d.Gen, f, c.listingKey("f:"), summary, strings.Join(d.Sets, " "))
+		[]string{c.listingKey("g"), c.listingKey("s"), c.listingKey("k"), c.listingKey("v")},
+		d.ID, d.Gen, f, c.listingKey("f:"), summary, strings.Join(d.Sets, " "), -d.Volume)
 }
 
 func (c *Cache) queueMarket(ctx context.Context, p redis.Pipeliner, d MarketDocument, force bool) {

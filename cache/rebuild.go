@@ -3,7 +3,10 @@ package cache
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -16,6 +19,9 @@ const rebuildPipeline = 500
 // RebuildStats counts what a rebuild wrote and pruned.
 type RebuildStats struct {
 	Events, Markets, TradeLists, Pruned int
+	// Renumbered counts document revisions advanced because Redis held
+	// higher ones than Postgres (after Postgres was restored or recreated).
+	Renumbered int
 }
 
 // Source is what a rebuild reads: a consistent snapshot, and the current
@@ -24,7 +30,10 @@ type RebuildStats struct {
 type Source interface {
 	Snapshot(ctx context.Context) (*store.Snapshot, error)
 	TradesByID(ctx context.Context, ids []string) ([]store.Trade, error)
+	AdvanceRevisions(ctx context.Context, floor int64) (int, error)
 }
+
+var _ Source = (*store.Store)(nil)
 
 // Rebuild rewrites every document from a store snapshot, then deletes what the
 // snapshot does not hold. Writes use the stored revisions and replace equal
@@ -32,15 +41,36 @@ type Source interface {
 // ingest runs: a commit after the snapshot carries a higher revision and wins,
 // and only keys and listing entries that existed before the snapshot was taken
 // can be pruned, so nothing ingest writes meanwhile is deleted.
+//
+// When Redis holds revisions above the store's (Postgres was restored from a
+// backup or recreated), the store's revisions are first advanced past them
+// and the rebuild runs again, so that it and later ingest writes win.
 func (c *Cache) Rebuild(ctx context.Context, src Source) (RebuildStats, error) {
-	var st RebuildStats
-	before, err := c.existing(ctx)
+	st, ahead, floor, err := c.rebuild(ctx, src)
+	if err != nil || !ahead {
+		return st, err
+	}
+	n, err := src.AdvanceRevisions(ctx, floor)
 	if err != nil {
 		return st, err
 	}
+	st2, _, _, err := c.rebuild(ctx, src)
+	st2.Renumbered = n
+	st2.Pruned += st.Pruned
+	return st2, err
+}
+
+// rebuild is one pass; ahead reports documents whose Redis revision is above
+// the store's, which the pass could not replace, and floor the highest
+// revision Redis holds.
+func (c *Cache) rebuild(ctx context.Context, src Source) (st RebuildStats, ahead bool, floor int64, err error) {
+	before, err := c.existing(ctx)
+	if err != nil {
+		return st, false, 0, err
+	}
 	snap, err := src.Snapshot(ctx)
 	if err != nil {
-		return st, err
+		return st, false, 0, err
 	}
 	defer snap.Close(ctx) //nolint:errcheck // read-only
 	keep := map[string]bool{}
@@ -69,21 +99,27 @@ func (c *Cache) Rebuild(ctx context.Context, src Source) (RebuildStats, error) {
 	err = snap.EventDocs(ctx, 1000, func(d store.EventDoc) error {
 		doc := c.rules.RenderEvent(d)
 		st.Events++
+		if before.gens[c.EventKey(d.ID)] > d.Rev || before.listingGens[d.ID] > d.Rev {
+			ahead = true
+		}
 		keep[c.EventKey(d.ID)] = true
 		listed[d.ID] = true
 		return add(func(p redis.Pipeliner) { c.queueEvent(ctx, p, doc, true) })
 	})
 	if err != nil {
-		return st, err
+		return st, false, 0, err
 	}
 	err = snap.MarketDocs(ctx, func(d store.MarketDoc) error {
 		doc := c.rules.RenderMarket(d)
 		st.Markets++
+		if before.gens[c.MarketKey(d.ID)] > d.Rev {
+			ahead = true
+		}
 		keep[c.MarketKey(d.ID)] = true
 		return add(func(p redis.Pipeliner) { c.queueMarket(ctx, p, doc, true) })
 	})
 	if err != nil {
-		return st, err
+		return st, false, 0, err
 	}
 	rendered := map[string]map[string]bool{} // trade list key → members from the snapshot
 	err = snap.Trades(ctx, MaxTrades, func(market string, trades []store.Trade) error {
@@ -100,19 +136,19 @@ func (c *Cache) Rebuild(ctx context.Context, src Source) (RebuildStats, error) {
 		return add(func(p redis.Pipeliner) { c.queueTrades(ctx, p, trades) })
 	})
 	if err != nil {
-		return st, err
+		return st, false, 0, err
 	}
 	if err := flush(); err != nil {
-		return st, err
+		return st, false, 0, err
 	}
 	n, err := c.pruneTrades(ctx, src, rendered)
 	st.Pruned += n
 	if err != nil {
-		return st, err
+		return st, false, 0, err
 	}
 	n, err = c.prune(ctx, before, keep, listed)
 	st.Pruned += n
-	return st, err
+	return st, ahead, before.maxGen, err
 }
 
 // pruneTrades removes trade list members that are not the stored form of a
@@ -182,11 +218,15 @@ func (c *Cache) pruneTrades(ctx context.Context, src Source, rendered map[string
 type present struct {
 	keys    []string
 	listing map[string][]string // listing hash or set key → its fields or members
+	// gens are the revisions of document keys and of listing entries (by
+	// event id); maxGen is the highest of them.
+	gens, listingGens map[string]int64
+	maxGen            int64
 }
 
 // existing lists document keys and listing entries under the prefix.
 func (c *Cache) existing(ctx context.Context) (present, error) {
-	p := present{listing: map[string][]string{}}
+	p := present{listing: map[string][]string{}, gens: map[string]int64{}, listingGens: map[string]int64{}}
 	err := c.forEachKey(ctx, c.prefix+"{[em]:*", func(key string) error {
 		p.keys = append(p.keys, key)
 		return nil
@@ -194,8 +234,17 @@ func (c *Cache) existing(ctx context.Context) (present, error) {
 	if err != nil {
 		return p, fmt.Errorf("cache: list documents: %w", err)
 	}
+	if err := c.readGens(ctx, &p); err != nil {
+		return p, err
+	}
 	for _, h := range []string{c.listingKey("g"), c.listingKey("s"), c.listingKey("k")} {
 		fields, err := c.rdb.HKeys(ctx, h).Result()
+		if err == nil && h == c.listingKey("g") {
+			// The volume ranking holds the same ids as the summaries.
+			var vol []string
+			vol, err = c.rdb.ZRange(ctx, c.listingKey("v"), 0, -1).Result()
+			p.listing[c.listingKey("v")] = vol
+		}
 		if err != nil {
 			return p, fmt.Errorf("cache: list listing: %w", err)
 		}
@@ -210,6 +259,46 @@ func (c *Cache) existing(ctx context.Context) (present, error) {
 		return p, fmt.Errorf("cache: list listing sets: %w", err)
 	}
 	return p, nil
+}
+
+// readGens reads the revision of every document and listing entry.
+func (c *Cache) readGens(ctx context.Context, p *present) error {
+	var docs []string
+	for _, k := range p.keys {
+		if !strings.HasSuffix(k, ":t") {
+			docs = append(docs, k)
+		}
+	}
+	for len(docs) > 0 {
+		chunk := docs[:min(len(docs), rebuildPipeline)]
+		docs = docs[len(chunk):]
+		pipe := c.rdb.Pipeline()
+		cmds := make([]*redis.StringCmd, len(chunk))
+		for i, k := range chunk {
+			cmds[i] = pipe.HGet(ctx, k, "g")
+		}
+		// A key of the wrong type (junk) has no revision; prune removes it.
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+			return fmt.Errorf("cache: read revisions: %w", err)
+		}
+		for i, cmd := range cmds {
+			if g, err := cmd.Int64(); err == nil {
+				p.gens[chunk[i]] = g
+				p.maxGen = max(p.maxGen, g)
+			}
+		}
+	}
+	gens, err := c.rdb.HGetAll(ctx, c.listingKey("g")).Result()
+	if err != nil {
+		return fmt.Errorf("cache: read listing revisions: %w", err)
+	}
+	for id, v := range gens {
+		if g, err := strconv.ParseInt(v, 10, 64); err == nil {
+			p.listingGens[id] = g
+			p.maxGen = max(p.maxGen, g)
+		}
+	}
+	return nil
 }
 
 // prune deletes document keys and listing entries that existed before the

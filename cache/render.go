@@ -41,6 +41,8 @@ type EventDocument struct {
 	Summary []byte
 	// Sets are the listing index sets the event belongs to (see setNames).
 	Sets []string
+	// Volume ranks listed events for search.
+	Volume float64
 }
 
 // MarketDocument is the rendered form of one market's price item.
@@ -186,6 +188,7 @@ func (r Rules) RenderEvent(d store.EventDoc) EventDocument {
 	if e.Status == store.StatusActive {
 		out.Summary = marshal(doc.eventSummary)
 		out.Sets = setNames(e)
+		out.Volume = e.Volume
 	}
 	return out
 }

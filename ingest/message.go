@@ -351,7 +351,7 @@ func decodeEvent(subjectID string, data []byte) (*store.Event, error) {
 	}
 	e := &store.Event{
 		ID: *m.UniversalID, Version: *m.Version, Title: *m.Title, Category: *m.Category,
-		Status: *m.Status, MergedInto: m.MergedInto, Volume: *m.Volume, UpdatedAt: updated,
+		Status: *m.Status, MergedInto: m.MergedInto, Volume: plusZero(*m.Volume), UpdatedAt: updated,
 		VenueIDs: [4]*string{m.VenueAEventTicker, m.VenueBEventSlug, m.VenueCEventID, m.VenueDEventID},
 	}
 	for i, v := range e.VenueIDs {
@@ -486,7 +486,7 @@ func decodePrice(subjectID string, data []byte) (*store.Price, error) {
 		if math.IsNaN(*q.Volume24h) || *q.Volume24h < 0 {
 			return nil, invalid(ReasonInvalidVolume, "quotes.%s.volume_24h %v is negative", venue, *q.Volume24h)
 		}
-		p.Quotes[venue] = store.Quote{Bid: q.Bid, Ask: q.Ask, Last: q.Last, Volume24h: *q.Volume24h}
+		p.Quotes[venue] = store.Quote{Bid: plusZeroPtr(q.Bid), Ask: plusZeroPtr(q.Ask), Last: plusZeroPtr(q.Last), Volume24h: plusZero(*q.Volume24h)}
 	}
 	return p, nil
 }
@@ -535,6 +535,23 @@ func decodeTrade(subjectID string, data []byte) (*store.Trade, error) {
 	}
 	return &store.Trade{
 		MarketID: *m.MarketID, TradeID: *m.TradeID, Venue: *m.Venue,
-		Price: *m.Price, Size: *m.Size, Side: *m.Side, TS: ts,
+		Price: plusZero(*m.Price), Size: *m.Size, Side: *m.Side, TS: ts,
 	}, nil
+}
+
+// plusZero turns -0 into 0: Postgres keeps no negative zero, so what ingest
+// caches and what a rebuild renders would differ, and "-0" is no price.
+func plusZero(f float64) float64 {
+	if f == 0 {
+		return 0
+	}
+	return f
+}
+
+func plusZeroPtr(f *float64) *float64 {
+	if f == nil || *f != 0 {
+		return f
+	}
+	z := 0.0
+	return &z
 }

@@ -671,3 +671,14 @@ func TestDecodeNUL(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeNegativeZero: -0 is stored, cached and rebuilt as 0.
+func TestDecodeNegativeZero(t *testing.T) {
+	u, err := Decode(testPrefix, subjectOf(KindTrade, "mk-1"), tradeBody().with("price", json.RawMessage("-0")).json())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(u.Trade.Price); string(b) != "0" {
+		t.Errorf("trade price -0: got %s, want 0", b)
+	}
+}

@@ -13,9 +13,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -24,6 +26,8 @@ type Store interface {
 	ApplyBatch(ctx context.Context, b *store.Batch) (*store.Result, error)
 	InsertRejects(ctx context.Context, rejects []store.Reject) error
 	EventsResolvedBetween(ctx context.Context, from, to time.Time) ([]string, error)
+	SweepCursor(ctx context.Context) (time.Time, bool, error)
+	SetSweepCursor(ctx context.Context, at time.Time) error
 }
 
 // Cache is what the worker needs of the snapshots.
@@ -31,7 +35,10 @@ type Cache interface {
 	Apply(ctx context.Context, res *store.Result) error
 }
 
-var _ Store = (*store.Store)(nil)
+var (
+	_ Store = (*store.Store)(nil)
+	_ Cache = (*cache.Cache)(nil)
+)
 
 // Worker is one ingest process's consumer loop.
 type Worker struct {
@@ -97,6 +104,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("ingest: pull from %s: %w", w.cfg.Consumer, err)
 	}
 	defer iter.Stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the watchers end with Run
 
 	go w.watchLag(ctx, cons)
 	go w.sweep(ctx)
@@ -141,6 +150,7 @@ func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, ou
 		first, err := iter.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			if ctx.Err() != nil {
+				w.handBack(iter)
 				return nil
 			}
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
@@ -165,37 +175,101 @@ func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, ou
 		select {
 		case out <- b:
 		case <-ctx.Done():
-			// Not handed over: these messages are redelivered after AckWait.
 			for _, m := range b.msgs {
-				m.Nak() //nolint:errcheck // redelivered anyway
+				m.Nak() //nolint:errcheck // redelivered after AckWait anyway
 			}
+			w.handBack(iter)
 			return nil
 		}
+	}
+}
+
+// handBack stops pulling and gives the messages already buffered in this
+// client back to the stream at once, so other workers take them without
+// waiting for their ack deadline.
+func (w *Worker) handBack(iter jetstream.MessagesContext) {
+	iter.Drain()
+	for {
+		m, err := iter.Next(jetstream.NextMaxWait(100 * time.Millisecond))
+		if err != nil {
+			return
+		}
+		m.Nak() //nolint:errcheck // redelivered after AckWait anyway
 	}
 }
 
 // process handles one batch: nothing is acknowledged before it is committed
 // to Postgres and written to Redis; a failure hands the messages back.
 func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg, started time.Time) {
+	// A batch must finish well before its messages' ack deadline; a hung
+	// connection or a lock held elsewhere must not hold an applier forever.
+	ctx, cancel := context.WithTimeout(ctx, min(w.cfg.AckWait/2, 30*time.Second))
+	defer cancel()
 	items := make([]*inflight, len(msgs))
 	for i, m := range msgs {
 		items[i] = w.decode(m)
 	}
-	if err := w.apply(ctx, items); err != nil {
-		w.log.Error("ingest batch failed; retrying its messages one by one", "messages", len(items), "err", err)
-		// One bad message must not hold back the others: apply each alone.
+	defer func() {
+		w.metrics.Batches.Inc()
+		w.metrics.BatchSize.Observe(float64(len(items)))
+		w.metrics.BatchTime.Observe(time.Since(started).Seconds())
+	}()
+	err := w.apply(ctx, items)
+	if err == nil {
+		return
+	}
+	if !permanent(err) {
+		// A dependency is down or slow: every message would fail alike.
+		// Hand the batch back and pause this applier before it pulls again.
+		delay := backoff(items[0].meta.NumDelivered)
+		w.log.Error("ingest batch failed; handed back for redelivery", "messages", len(items), "retry_in", delay.String(), "err", err)
 		for _, it := range items {
-			if err := w.apply(ctx, []*inflight{it}); err != nil {
-				w.log.Error("ingest message failed; handed back for redelivery",
-					"subject", it.msg.Subject(), "stream_seq", it.meta.Sequence.Stream,
-					"delivered", it.meta.NumDelivered, "err", err)
-				_ = it.msg.NakWithDelay(backoff(it.meta.NumDelivered))
+			_ = it.msg.NakWithDelay(delay)
+		}
+		time.Sleep(min(delay, time.Second))
+		return
+	}
+	// Postgres refused something in the batch: find it by applying each
+	// message alone, so that the others go through.
+	w.log.Error("ingest batch refused; applying its messages one by one", "messages", len(items), "err", err)
+	for _, it := range items {
+		err := w.apply(ctx, []*inflight{it})
+		if err == nil {
+			continue
+		}
+		if permanent(err) && w.cfg.MaxDeliveries > 0 && it.meta.NumDelivered >= uint64(w.cfg.MaxDeliveries) {
+			// Out of deliveries: record it as a reject, never applied.
+			kind, _, _ := ParseSubject(w.cfg.SubjectPrefix, it.msg.Subject())
+			it.update, it.reject = nil, &store.Reject{
+				Subject: it.msg.Subject(), Kind: kind, Payload: it.msg.Data(),
+				Reason: fmt.Sprintf("%s: delivered %d times and refused each time: %v",
+					ReasonMaxDeliveries, it.meta.NumDelivered, err),
+				StreamSeq: it.meta.Sequence.Stream, ReceivedAt: w.now(),
+			}
+			if err = w.apply(ctx, []*inflight{it}); err == nil {
+				continue
 			}
 		}
+		w.log.Error("ingest message failed; handed back for redelivery",
+			"subject", it.msg.Subject(), "stream_seq", it.meta.Sequence.Stream,
+			"delivered", it.meta.NumDelivered, "err", err)
+		_ = it.msg.NakWithDelay(backoff(it.meta.NumDelivered))
 	}
-	w.metrics.Batches.Inc()
-	w.metrics.BatchSize.Observe(float64(len(items)))
-	w.metrics.BatchTime.Observe(time.Since(started).Seconds())
+}
+
+// permanent reports whether Postgres refused the data itself (a data
+// exception, a constraint, a limit), as opposed to a dependency that is down,
+// slow or busy, which a later attempt may pass.
+func permanent(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "22", "23", "42", "54":
+		return true
+	}
+	return false
 }
 
 func backoff(delivered uint64) time.Duration {
@@ -215,11 +289,6 @@ func (w *Worker) decode(m jetstream.Msg) *inflight {
 			Subject: m.Subject(), Kind: kind, Reason: reason, Payload: m.Data(),
 			StreamSeq: meta.Sequence.Stream, ReceivedAt: w.now(),
 		}
-	}
-	if w.cfg.MaxDeliveries > 0 && meta.NumDelivered > uint64(w.cfg.MaxDeliveries) {
-		kind, _, _ := ParseSubject(w.cfg.SubjectPrefix, m.Subject())
-		reject(kind, fmt.Sprintf("%s: delivered %d times without being applied", ReasonMaxDeliveries, meta.NumDelivered))
-		return it
 	}
 	u, err := Decode(w.cfg.SubjectPrefix, m.Subject(), m.Data())
 	if err != nil {
@@ -275,7 +344,7 @@ func (w *Worker) apply(ctx context.Context, items []*inflight) error {
 			return err
 		}
 		for _, r := range rejects {
-			w.publishReject(r)
+			w.publishReject(ctx, r)
 		}
 	}
 	visible := w.now()
@@ -356,14 +425,16 @@ func (w *Worker) notify(res *store.Result) {
 // RejectReasonHeader carries a reject's reason on md.dlq.v1.<kind>.
 const RejectReasonHeader = "Md-Reject-Reason"
 
-func (w *Worker) publishReject(r store.Reject) {
+func (w *Worker) publishReject(ctx context.Context, r store.Reject) {
 	msg := nats.NewMsg(w.cfg.DLQPrefix + "." + r.Kind)
+	// Stored once even when a redelivered reject is published again.
+	msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("reject.%s.%d", w.cfg.Stream, r.StreamSeq))
 	msg.Header.Set(RejectReasonHeader, r.Reason)
 	msg.Header.Set("Md-Subject", r.Subject)
 	msg.Header.Set("Md-Stream-Seq", fmt.Sprint(r.StreamSeq))
 	msg.Data = r.Payload
-	if err := w.nc.PublishMsg(msg); err != nil {
-		w.log.Warn("ingest reject not published", "subject", r.Subject, "err", err)
+	if _, err := w.js.PublishMsg(ctx, msg); err != nil {
+		w.log.Warn("ingest reject not published to the DLQ stream; it is in ingest_rejects", "subject", r.Subject, "err", err)
 	}
 	w.log.Warn("ingest message rejected", "subject", r.Subject, "stream_seq", r.StreamSeq, "reason", r.Reason)
 }
@@ -386,44 +457,58 @@ func (w *Worker) watchLag(ctx context.Context, cons jetstream.Consumer) {
 }
 
 // sweep refreshes events whose resolved markets age out of retention, so that
-// they leave the event read and the served set on time.
+// they leave the event read and the served set on time. How far it has come
+// is kept in Postgres, so a restart (or a long outage) resumes where it was.
 func (w *Worker) sweep(ctx context.Context) {
 	if w.retention <= 0 {
 		return
 	}
 	t := time.NewTicker(w.cfg.SweepEvery)
 	defer t.Stop()
-	// On start, look back an hour past the cut: a restart must not miss one.
-	last := w.now().Add(-w.retention - time.Hour)
 	for {
+		if err := w.Sweep(ctx); err != nil && ctx.Err() == nil {
+			w.log.Warn("ingest retention sweep", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		cut := w.now().Add(-w.retention)
-		if err := w.Refresh(ctx, last, cut); err != nil {
-			w.log.Warn("ingest retention sweep", "err", err)
-			continue
-		}
-		last = cut
 	}
 }
 
-// Refresh rebuilds the documents of events with a market resolved in
-// (from, to]: that market has just left "recently resolved".
-func (w *Worker) Refresh(ctx context.Context, from, to time.Time) error {
-	ids, err := w.store.EventsResolvedBetween(ctx, from, to)
-	if err != nil || len(ids) == 0 {
-		return err
-	}
-	res, err := w.store.ApplyBatch(ctx, &store.Batch{Touch: ids})
+// sweepOverlap re-examines a little of the last sweep's window, so clocks
+// that disagree slightly between workers lose nothing.
+const sweepOverlap = 5 * time.Minute
+
+// Sweep refreshes every event with a market whose retention ended since the
+// last sweep (since ever, on the first), then records the new cut.
+func (w *Worker) Sweep(ctx context.Context) error {
+	cut := w.now().Add(-w.retention)
+	from, ok, err := w.store.SweepCursor(ctx)
 	if err != nil {
 		return err
 	}
-	if err := w.cache.Apply(ctx, res); err != nil {
+	if ok {
+		from = from.Add(-sweepOverlap)
+	} else {
+		from = time.Unix(0, 0)
+	}
+	ids, err := w.store.EventsResolvedBetween(ctx, from, cut)
+	if err != nil {
 		return err
 	}
-	w.notify(res)
-	return nil
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), 500)]
+		ids = ids[len(chunk):]
+		res, err := w.store.ApplyBatch(ctx, &store.Batch{Touch: chunk})
+		if err != nil {
+			return err
+		}
+		if err := w.cache.Apply(ctx, res); err != nil {
+			return err
+		}
+		w.notify(res)
+	}
+	return w.store.SetSweepCursor(ctx, cut)
 }

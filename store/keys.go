@@ -158,5 +158,9 @@ func (s *Store) CredentialByHash(ctx context.Context, hash []byte) (*Credential,
 		return nil, fmt.Errorf("store: look up key: %w", err)
 	}
 	a.CreatedAt = a.CreatedAt.UTC()
+	if a.AccessChangedAt != nil {
+		t := a.AccessChangedAt.UTC()
+		a.AccessChangedAt = &t
+	}
 	return &Credential{Key: *k, Account: a}, nil
 }

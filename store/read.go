@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -375,4 +376,54 @@ func readTradeIDs(ctx context.Context, db DB, ids []string) ([]Trade, error) {
 		return nil, fmt.Errorf("store: read back trades: %w", err)
 	}
 	return out, nil
+}
+
+// SweepCursor is how far the retention sweep has come: markets resolved at
+// or before it have been refreshed. ok is false before the first sweep.
+func (s *Store) SweepCursor(ctx context.Context) (at time.Time, ok bool, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT at FROM ingest_state WHERE name = 'retention_sweep'`).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("store: read sweep cursor: %w", err)
+	}
+	return at.UTC(), true, nil
+}
+
+// SetSweepCursor records how far the retention sweep has come; it never
+// moves back.
+func (s *Store) SetSweepCursor(ctx context.Context, at time.Time) error {
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO ingest_state (name, at) VALUES ('retention_sweep', $1)
+		ON CONFLICT (name) DO UPDATE SET at = GREATEST(ingest_state.at, EXCLUDED.at), updated_at = now()`, at)
+	if err != nil {
+		return fmt.Errorf("store: set sweep cursor: %w", err)
+	}
+	return nil
+}
+
+// AdvanceRevisions moves the document revision sequence past floor and gives
+// every document a fresh revision from there. A rebuild calls it when Redis
+// holds revisions above the store's (Postgres restored from a backup or
+// recreated), so that the rebuild's writes and later ingest writes win. Rows
+// are locked in document order, the order ingest locks them in.
+func (s *Store) AdvanceRevisions(ctx context.Context, floor int64) (int, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT setval('doc_rev_seq', GREATEST($1, (SELECT last_value FROM doc_rev_seq)))`, floor); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `
+			UPDATE doc_revs AS d
+			SET rev = nextval('doc_rev_seq')
+			FROM (SELECT doc FROM doc_revs ORDER BY doc FOR UPDATE) AS locked
+			WHERE d.doc = locked.doc`)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: advance revisions past %d: %w", floor, err)
+	}
+	return int(n), nil
 }
