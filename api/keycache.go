@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -35,6 +36,10 @@ type keyCache struct {
 
 	mu      sync.RWMutex
 	entries map[[sha256.Size]byte]cacheEntry
+	// gen counts invalidations. A lookup that began before one may have
+	// read the record before the change committed: it neither stores its
+	// answer nor is joined by lookups that begin after.
+	gen uint64
 }
 
 type cacheEntry struct {
@@ -56,6 +61,7 @@ func (k *keyCache) get(ctx context.Context, hash []byte) (*store.Credential, err
 	now := k.now()
 	k.mu.RLock()
 	e, ok := k.entries[h]
+	gen := k.gen
 	k.mu.RUnlock()
 	if ok {
 		ttl := k.ttl
@@ -66,7 +72,7 @@ func (k *keyCache) get(ctx context.Context, hash []byte) (*store.Credential, err
 			return e.cred, nil
 		}
 	}
-	v, err, _ := k.group.Do(string(h[:]), func() (any, error) {
+	v, err, _ := k.group.Do(string(h[:])+strconv.FormatUint(gen, 36), func() (any, error) {
 		cred, err := k.src.CredentialByHash(ctx, hash)
 		if errors.Is(err, store.ErrNotFound) {
 			cred, err = nil, nil
@@ -74,7 +80,7 @@ func (k *keyCache) get(ctx context.Context, hash []byte) (*store.Credential, err
 		if err != nil {
 			return nil, err
 		}
-		k.put(h, cacheEntry{cred: cred, fetched: now})
+		k.put(h, cacheEntry{cred: cred, fetched: now}, gen)
 		return cred, nil
 	})
 	if err != nil {
@@ -83,9 +89,12 @@ func (k *keyCache) get(ctx context.Context, hash []byte) (*store.Credential, err
 	return v.(*store.Credential), nil
 }
 
-func (k *keyCache) put(h [sha256.Size]byte, e cacheEntry) {
+func (k *keyCache) put(h [sha256.Size]byte, e cacheEntry, gen uint64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if gen != k.gen {
+		return
+	}
 	if len(k.entries) >= k.max {
 		now := k.now()
 		for key, old := range k.entries {
@@ -105,6 +114,7 @@ func (k *keyCache) put(h [sha256.Size]byte, e cacheEntry) {
 func (k *keyCache) invalidate(accountID, keyID string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.gen++
 	for h, e := range k.entries {
 		if e.cred == nil || (accountID != "" && e.cred.Account.ID == accountID) || (keyID != "" && e.cred.Key.ID == keyID) {
 			delete(k.entries, h)
@@ -116,5 +126,6 @@ func (k *keyCache) invalidate(accountID, keyID string) {
 func (k *keyCache) flush() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.gen++
 	clear(k.entries)
 }

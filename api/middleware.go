@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -99,81 +100,81 @@ func bearer(h string) (string, bool) {
 	return strings.TrimSpace(secret), true
 }
 
-// authenticate runs the contract's checks in order: failed-auth block of the
-// address (429), key (401), access (403), IP allowlist (403). Every 401
-// counts as one failed authentication of the address, on all nodes.
-func (s *Server) authenticate(c *fiber.Ctx) error {
-	ctx := c.UserContext()
-	addr := s.addr(c)
-	if blocked, retry, err := s.limiter.Blocked(ctx, addr.String()); blocked {
-		return &Error{Kind: KindRateLimited, Message: "too many failed authentications from this address", RetryAfter: retry}
-	} else if err != nil {
-		s.log.Warn("failed-auth limit decided by this node alone", "err", err)
-	}
-	unauthorized := func(msg string) error {
-		if err := s.limiter.Failed(ctx, addr.String()); err != nil {
-			s.log.Warn("failed authentication counted by this node alone", "err", err)
-		}
-		return fail(KindUnauthorized, msg)
-	}
-	h := c.Get(fiber.HeaderAuthorization)
-	if h == "" {
-		return unauthorized("no API key: send Authorization: Bearer <key>")
-	}
-	secret, ok := bearer(h)
-	if !ok || !store.ValidSecret(secret) {
-		return unauthorized("malformed API key: expected Authorization: Bearer mdk_live_ followed by 43 characters")
-	}
-	cred, err := s.keys.get(ctx, store.HashSecret(s.cfg.KeyPepper, secret))
-	if err != nil {
-		return &Error{Kind: KindUnavailable, Message: "keys cannot be checked right now; try again", Err: err}
-	}
-	switch {
-	case cred == nil:
-		return unauthorized("unknown API key")
-	case cred.Key.RevokedAt != nil:
-		return unauthorized("the API key was revoked")
-	case !s.now().Before(cred.Key.ExpiresAt):
-		return unauthorized("the API key expired at " + cred.Key.ExpiresAt.Format("2006-01-02T15:04:05Z07:00"))
-	case !cred.Account.AccessGranted:
-		return fail(KindAccessNotGranted, "the key's account has no granted API access")
-	case len(cred.Key.IPAllowlist) > 0 && !inAny(addr, cred.Key.IPAllowlist):
-		return fail(KindIPNotAllowed, "this key may not be used from "+addr.String())
-	}
-	c.Locals(localCred, cred)
-	return c.Next()
-}
-
-// scope refuses keys without the route's scope.
-func (s *Server) scope(name string) fiber.Handler {
+// guard runs the contract's checks in order: failed-auth block of the
+// address (429), key (401), access (403), IP allowlist (403), scope (403),
+// the account's window (429). Every 401 counts as one failed authentication
+// of the address, on all nodes. The key, access, allowlist and scope are
+// judged in memory first; a request that passes them makes one Redis round
+// trip for the block and the window together (ratelimit.Admit). An empty
+// scope means the route needs none.
+func (s *Server) guard(scope string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		cred := credential(c)
-		if cred == nil {
-			return errNoCredential
+		ctx := c.UserContext()
+		addr := s.addr(c)
+		cred, denied := s.judge(c, addr, scope)
+		if denied != nil {
+			// Every refusal before the window must still yield to a block.
+			if blocked, retry, err := s.limiter.Blocked(ctx, addr.String()); blocked {
+				return blockedError(retry)
+			} else if err != nil {
+				s.log.Warn("failed-auth limit decided by this node alone", "err", err)
+			}
+			if denied.Kind == KindUnauthorized {
+				if err := s.limiter.Failed(ctx, addr.String()); err != nil {
+					s.log.Warn("failed authentication counted by this node alone", "err", err)
+				}
+			}
+			return denied
 		}
-		if !slices.Contains(cred.Key.Scopes, name) {
-			return fail(KindInsufficientScope, "this route needs a key with scope "+name)
+		a, err := s.limiter.Admit(ctx, addr.String(), cred.Account.ID)
+		if err != nil {
+			s.log.Warn("limits decided by this node alone", "err", err)
 		}
+		if a.Blocked {
+			return blockedError(a.BlockedFor)
+		}
+		setLimitHeaders(c, a.Window)
+		if !a.Window.Allowed {
+			return &Error{Kind: KindRateLimited, Message: "the account's request limit for this window is used up", RetryAfter: a.Window.RetryAfter}
+		}
+		c.Locals(localCred, cred)
 		return c.Next()
 	}
 }
 
-// window counts the request in its account's window, shared by all nodes,
-// and puts the RateLimit headers on the answer, whatever it turns out to be.
-func (s *Server) window(c *fiber.Ctx) error {
-	cred := credential(c)
-	if cred == nil {
-		return errNoCredential
+func blockedError(retry time.Duration) error {
+	return &Error{Kind: KindRateLimited, Message: "too many failed authentications from this address", RetryAfter: retry}
+}
+
+// judge checks the key, access, allowlist and scope, all from memory (the
+// key cache reads Postgres only on a miss).
+func (s *Server) judge(c *fiber.Ctx, addr netip.Addr, scope string) (*store.Credential, *Error) {
+	h := c.Get(fiber.HeaderAuthorization)
+	if h == "" {
+		return nil, fail(KindUnauthorized, "no API key: send Authorization: Bearer <key>")
 	}
-	r, err := s.limiter.Allow(c.UserContext(), cred.Account.ID)
-	if err != nil {
-		s.log.Warn("request window decided by this node alone", "err", err)
+	secret, ok := bearer(h)
+	if !ok || !store.ValidSecret(secret) {
+		return nil, fail(KindUnauthorized, "malformed API key: expected Authorization: Bearer mdk_live_ followed by 43 characters")
 	}
-	setLimitHeaders(c, r)
-	if !r.Allowed {
-		return &Error{Kind: KindRateLimited, Message: "the account's request limit for this window is used up", RetryAfter: r.RetryAfter}
+	cred, err := s.keys.get(c.UserContext(), store.HashSecret(s.cfg.KeyPepper, secret))
+	switch {
+	case err != nil:
+		return nil, &Error{Kind: KindUnavailable, Message: "keys cannot be checked right now; try again", Err: err}
+	case cred == nil:
+		return nil, fail(KindUnauthorized, "unknown API key")
+	case cred.Key.RevokedAt != nil:
+		return nil, fail(KindUnauthorized, "the API key was revoked")
+	case !s.now().Before(cred.Key.ExpiresAt):
+		return nil, fail(KindUnauthorized, "the API key expired at "+cred.Key.ExpiresAt.Format(time.RFC3339))
+	case !cred.Account.AccessGranted:
+		return nil, fail(KindAccessNotGranted, "the key's account has no granted API access")
+	case len(cred.Key.IPAllowlist) > 0 && !inAny(addr, cred.Key.IPAllowlist):
+		return nil, fail(KindIPNotAllowed, "this key may not be used from "+addr.String())
+	case scope != "" && !slices.Contains(cred.Key.Scopes, scope):
+		return nil, fail(KindInsufficientScope, "this route needs a key with scope "+scope)
 	}
-	return c.Next()
+	return cred, nil
 }
 
 func setLimitHeaders(c *fiber.Ctx, r ratelimit.Result) {

@@ -116,8 +116,12 @@ func New(cfg Config, d Deps) (*Server, error) {
 
 func (s *Server) routes() {
 	s.app.Use(s.observe, s.requestID, s.cors)
-	v1 := s.app.Group("/public/v1", s.authenticate)
-	v1.Get("/key", s.window, s.getKey)
+	v1 := s.app.Group("/public/v1")
+	v1.Get("/key", s.guard(""), s.getKey)
+	// Anything else under /public/v1 passes the same checks, then is 404.
+	v1.Use(s.guard(""), func(*fiber.Ctx) error {
+		return fail(KindNotFound, "no such route: see /public/v1/openapi.json")
+	})
 }
 
 // App exposes the Fiber app (tests use App().Test).

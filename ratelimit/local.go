@@ -45,7 +45,9 @@ func (l *local) get(key string, now time.Time, w time.Duration, aligned bool) *w
 	if win == nil || !now.Before(win.end) {
 		start := now
 		if aligned {
-			start = now.Truncate(w)
+			// On multiples of w since the Unix epoch, as in Redis: Truncate
+			// counts from year 1 and would disagree for windows like 7s.
+			start = now.Add(-time.Duration(now.UnixNano() % int64(w)))
 		}
 		win = &window{start: start, end: start.Add(w)}
 		l.windows[key] = win

@@ -9,6 +9,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -35,7 +36,7 @@ type Result struct {
 // aligned to multiples of the window length on the Redis clock, so every node
 // agrees on when a window starts.
 // KEYS[1] the account's key; ARGV[1] limit; ARGV[2] window in ms.
-// Returns {allowed (0|1), remaining, ms until the window ends}.
+// Returns {allowed (0|1), remaining, ms until the window ends, window start}.
 var windowScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -52,7 +53,16 @@ if n < limit then
   redis.call('HSET', KEYS[1], 's', start, 'n', n)
   redis.call('PEXPIREAT', KEYS[1], start + w)
 end
-return {allowed, limit - n, start + w - now}
+return {allowed, limit - n, start + w - now, start}
+`)
+
+// refundScript takes back one counted request when its window is still the
+// current one. KEYS[1] the account's key; ARGV[1] the window start.
+var refundScript = redis.NewScript(`
+if tonumber(redis.call('HGET', KEYS[1], 's')) == tonumber(ARGV[1]) then
+  redis.call('HINCRBY', KEYS[1], 'n', -1)
+end
+return 0
 `)
 
 // failScript counts one failed authentication of an address. The window
@@ -97,6 +107,7 @@ type Limiter struct {
 	rdb      redis.UniversalClient
 	cfg      Config
 	fallback *local
+	batcher  batcher
 }
 
 // New returns a limiter. peers reports how many API nodes are alive (this
@@ -160,6 +171,119 @@ func (l *Limiter) Failed(ctx context.Context, addr string) error {
 		return fmt.Errorf("ratelimit: count failure of %s: %w", addr, err)
 	}
 	return nil
+}
+
+// Admission is the outcome of the two shared checks a request with a valid
+// key passes: the failed-auth block of its address, then its account's window.
+type Admission struct {
+	// Blocked: the address is over the failed-authentication limit for
+	// BlockedFor; the window was not charged.
+	Blocked    bool
+	BlockedFor time.Duration
+	// Window is the account's window decision (when not Blocked).
+	Window Result
+}
+
+// Admit runs both checks in one round trip to Redis. Concurrent calls share
+// round trips: they are queued and sent together as one pipeline (the keys
+// may live on different cluster nodes; the client splits it). When the
+// address turns out to be blocked, the window charge is refunded, so the
+// result is as if the checks had run one after the other.
+func (l *Limiter) Admit(ctx context.Context, addr, account string) (Admission, error) {
+	req := &admitReq{addr: addr, account: account, done: make(chan struct{})}
+	l.batcher.start(l)
+	timer := time.NewTimer(l.cfg.Timeout)
+	defer timer.Stop()
+	select {
+	case l.batcher.queue <- req:
+	case <-timer.C:
+		return l.fallbackAdmit(addr, account, errors.New("ratelimit: admission queue full"))
+	case <-ctx.Done():
+		return l.fallbackAdmit(addr, account, ctx.Err())
+	}
+	select {
+	case <-req.done:
+	case <-timer.C:
+		return l.fallbackAdmit(addr, account, errors.New("ratelimit: redis did not answer in time"))
+	case <-ctx.Done():
+		return l.fallbackAdmit(addr, account, ctx.Err())
+	}
+	if req.err != nil {
+		return l.fallbackAdmit(addr, account, req.err)
+	}
+	return req.res, nil
+}
+
+func (l *Limiter) fallbackAdmit(addr, account string, cause error) (Admission, error) {
+	var a Admission
+	if a.Blocked, a.BlockedFor = l.fallback.blocked("af:"+addr, l.cfg.AuthFailLimit); !a.Blocked {
+		a.Window = l.fallback.allow("rl:"+account, l.cfg.Limit, l.cfg.Window)
+	}
+	return a, fmt.Errorf("ratelimit: admit %s from %s: %w", account, addr, cause)
+}
+
+// admitBatch decides a batch of admissions in one pipeline.
+func (l *Limiter) admitBatch(reqs []*admitReq) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
+	defer cancel()
+	blocked := make([]*redis.Cmd, len(reqs))
+	window := make([]*redis.Cmd, len(reqs))
+	err := l.pipeline(ctx, func(p redis.Pipeliner) {
+		for i, r := range reqs {
+			blocked[i] = blockedScript.EvalSha(ctx, p, []string{l.addressKey(r.addr)})
+			window[i] = windowScript.EvalSha(ctx, p, []string{l.accountKey(r.account)}, l.cfg.Limit, l.cfg.Window.Milliseconds())
+		}
+	})
+	for i, r := range reqs {
+		r.err = err
+		if err == nil {
+			r.res, r.err = l.admission(ctx, r, blocked[i], window[i])
+		}
+		close(r.done)
+	}
+}
+
+func (l *Limiter) admission(ctx context.Context, r *admitReq, blocked, window *redis.Cmd) (Admission, error) {
+	b, err := blocked.Int64Slice()
+	if err != nil {
+		return Admission{}, err
+	}
+	w, err := window.Int64Slice()
+	if err != nil {
+		return Admission{}, err
+	}
+	if b[0] >= int64(l.cfg.AuthFailLimit) && b[1] > 0 {
+		if w[0] == 1 {
+			refundScript.Run(ctx, l.rdb, []string{l.accountKey(r.account)}, w[3]) //nolint:errcheck // at worst one request too many counted
+		}
+		return Admission{Blocked: true, BlockedFor: time.Duration(b[1]) * time.Millisecond}, nil
+	}
+	res := Result{
+		Allowed: w[0] == 1, Limit: l.cfg.Limit, Remaining: int(max(w[1], 0)),
+		ResetAfter: time.Duration(w[2]) * time.Millisecond,
+	}
+	if !res.Allowed {
+		res.RetryAfter = res.ResetAfter
+	}
+	return Admission{Window: res}, nil
+}
+
+// pipeline runs queued script calls in one round trip, loading the scripts
+// and trying once more when Redis has lost them.
+func (l *Limiter) pipeline(ctx context.Context, queue func(redis.Pipeliner)) error {
+	for attempt := 0; ; attempt++ {
+		p := l.rdb.Pipeline()
+		queue(p)
+		_, err := p.Exec(ctx)
+		if err == nil || attempt > 0 || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return err
+		}
+		for _, s := range []*redis.Script{blockedScript, windowScript} {
+			if err := s.Load(ctx, l.rdb).Err(); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 // Seconds rounds a duration up to whole seconds, at least 1, for headers.

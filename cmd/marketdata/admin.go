@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,6 +59,10 @@ func startAdmin(addr string, reg *prometheus.Registry, checks []check, log *slog
 		w.Write([]byte(`{"status":"ready"}`)) //nolint:errcheck
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	// Profiles for operators; the admin address is not the public one.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, &configError{"MD_ADMIN_ADDR", "cannot listen: " + err.Error()}

@@ -1,0 +1,51 @@
+package ratelimit
+
+import "sync"
+
+// admitReq is one queued admission.
+type admitReq struct {
+	addr, account string
+	res           Admission
+	err           error
+	done          chan struct{}
+}
+
+// batcher sends queued admissions to Redis together: each sender takes what
+// is queued at that moment (up to maxBatch), so under load many requests
+// share one round trip, and a lone request goes out at once. A few senders
+// run, so one slow round trip does not hold up the rest.
+type batcher struct {
+	once  sync.Once
+	queue chan *admitReq
+}
+
+const (
+	maxBatch = 128
+	senders  = 4
+)
+
+func (b *batcher) start(l *Limiter) {
+	b.once.Do(func() {
+		b.queue = make(chan *admitReq, 4096)
+		for range senders {
+			go b.send(l)
+		}
+	})
+}
+
+func (b *batcher) send(l *Limiter) {
+	reqs := make([]*admitReq, 0, maxBatch)
+	for first := range b.queue {
+		reqs = append(reqs[:0], first)
+	fill:
+		for len(reqs) < maxBatch {
+			select {
+			case r := <-b.queue:
+				reqs = append(reqs, r)
+			default:
+				break fill
+			}
+		}
+		l.admitBatch(reqs)
+	}
+}
