@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -97,10 +98,12 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s.app = fiber.New(fiber.Config{
 		ErrorHandler:          errorHandler(d.Log),
 		DisableStartupMessage: true,
-		ReadTimeout:           10 * time.Second,
-		WriteTimeout:          10 * time.Second,
-		IdleTimeout:           60 * time.Second,
-		JSONEncoder:           marshalJSON,
+		// No ReadTimeout: with one, fasthttp times out idle keep-alive
+		// connections by it and answers them unasked. IdleTimeout closes
+		// idle connections quietly; slow clients are the load balancer's.
+		WriteTimeout: 10 * time.Second,
+		IdleTimeout:  60 * time.Second,
+		JSONEncoder:  marshalJSON,
 	})
 	s.routes()
 	if d.NC != nil {
@@ -115,7 +118,8 @@ func New(cfg Config, d Deps) (*Server, error) {
 }
 
 func (s *Server) routes() {
-	s.app.Use(s.observe, s.requestID, s.cors)
+	// A panic becomes an error (503 unavailable, logged), never a crash.
+	s.app.Use(s.observe, recover.New(), s.requestID, s.cors)
 	v1 := s.app.Group("/public/v1")
 	v1.Get("/key", s.guard(""), s.getKey)
 	// Anything else under /public/v1 passes the same checks, then is 404.

@@ -1,6 +1,9 @@
 package ratelimit
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // admitReq is one queued admission.
 type admitReq struct {
@@ -8,6 +11,9 @@ type admitReq struct {
 	res           Admission
 	err           error
 	done          chan struct{}
+	// abandoned is set when the caller stopped waiting and decided alone;
+	// a sender that has not sent it yet drops it, so it is not counted twice.
+	abandoned atomic.Bool
 }
 
 // batcher sends queued admissions to Redis together: each sender takes what
@@ -36,12 +42,17 @@ func (b *batcher) start(l *Limiter) {
 func (b *batcher) send(l *Limiter) {
 	reqs := make([]*admitReq, 0, maxBatch)
 	for first := range b.queue {
+		if first.abandoned.Load() {
+			continue
+		}
 		reqs = append(reqs[:0], first)
 	fill:
 		for len(reqs) < maxBatch {
 			select {
 			case r := <-b.queue:
-				reqs = append(reqs, r)
+				if !r.abandoned.Load() {
+					reqs = append(reqs, r)
+				}
 			default:
 				break fill
 			}

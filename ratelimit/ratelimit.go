@@ -204,8 +204,10 @@ func (l *Limiter) Admit(ctx context.Context, addr, account string) (Admission, e
 	select {
 	case <-req.done:
 	case <-timer.C:
+		req.abandoned.Store(true)
 		return l.fallbackAdmit(addr, account, errors.New("ratelimit: redis did not answer in time"))
 	case <-ctx.Done():
+		req.abandoned.Store(true)
 		return l.fallbackAdmit(addr, account, ctx.Err())
 	}
 	if req.err != nil {
@@ -228,12 +230,25 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 	defer cancel()
 	blocked := make([]*redis.Cmd, len(reqs))
 	window := make([]*redis.Cmd, len(reqs))
-	err := l.pipeline(ctx, func(p redis.Pipeliner) {
+	p := l.rdb.Pipeline()
+	for i, r := range reqs {
+		blocked[i] = blockedScript.EvalSha(ctx, p, []string{l.addressKey(r.addr)})
+		window[i] = windowScript.EvalSha(ctx, p, []string{l.accountKey(r.account)}, l.cfg.Limit, l.cfg.Window.Milliseconds())
+	}
+	_, err := p.Exec(ctx)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// Redis lost the scripts (a restart, a failover): run again only
+		// the calls that did not run, so no window is charged twice.
+		err = nil
 		for i, r := range reqs {
-			blocked[i] = blockedScript.EvalSha(ctx, p, []string{l.addressKey(r.addr)})
-			window[i] = windowScript.EvalSha(ctx, p, []string{l.accountKey(r.account)}, l.cfg.Limit, l.cfg.Window.Milliseconds())
+			if isNoScript(blocked[i].Err()) {
+				blocked[i] = blockedScript.Run(ctx, l.rdb, []string{l.addressKey(r.addr)})
+			}
+			if isNoScript(window[i].Err()) {
+				window[i] = windowScript.Run(ctx, l.rdb, []string{l.accountKey(r.account)}, l.cfg.Limit, l.cfg.Window.Milliseconds())
+			}
 		}
-	})
+	}
 	for i, r := range reqs {
 		r.err = err
 		if err == nil {
@@ -268,23 +283,7 @@ func (l *Limiter) admission(ctx context.Context, r *admitReq, blocked, window *r
 	return Admission{Window: res}, nil
 }
 
-// pipeline runs queued script calls in one round trip, loading the scripts
-// and trying once more when Redis has lost them.
-func (l *Limiter) pipeline(ctx context.Context, queue func(redis.Pipeliner)) error {
-	for attempt := 0; ; attempt++ {
-		p := l.rdb.Pipeline()
-		queue(p)
-		_, err := p.Exec(ctx)
-		if err == nil || attempt > 0 || !redis.HasErrorPrefix(err, "NOSCRIPT") {
-			return err
-		}
-		for _, s := range []*redis.Script{blockedScript, windowScript} {
-			if err := s.Load(ctx, l.rdb).Err(); err != nil {
-				return err
-			}
-		}
-	}
-}
+func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
 
 // Seconds rounds a duration up to whole seconds, at least 1, for headers.
 func Seconds(d time.Duration) string {

@@ -1,0 +1,340 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/api"
+	"github.com/marketdata/marketdata/internal/testenv"
+	"github.com/marketdata/marketdata/ratelimit"
+	"github.com/marketdata/marketdata/store"
+)
+
+const (
+	docsOrigin = "http://docs.example.test:8081"
+	appOrigin  = "https://app.example.test"
+	evilOrigin = "https://evil.example.test"
+)
+
+// clock follows real time plus an offset the test can move forward, so the
+// key cache TTL still runs in real time while expiry can be jumped over.
+type clock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off += d
+}
+
+// syncBuffer collects a node's log output; handlers write from many goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// env is one test's slice of the shared services: a migrated database, a
+// Redis key prefix, a NATS notice subject, the pepper every node of the test
+// shares, and the clock they all read.
+type env struct {
+	dsn     string
+	st      *store.Store
+	rdb     *redis.Client
+	prefix  string
+	nc      *nats.Conn
+	subject string
+	pepper  []byte
+	cursor  []byte
+	clock   *clock
+	client  *http.Client
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	dsn := testenv.Database(t)
+	if _, err := store.Migrate(t.Context(), dsn); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	pool, err := store.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	rdb, prefix := testenv.Redis(t)
+	nc, names := testenv.NATS(t)
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &env{
+		dsn: dsn, st: store.New(pool), rdb: rdb, prefix: prefix, nc: nc, subject: names.NoticeSubject,
+		pepper: randomBytes(32), cursor: randomBytes(32), clock: &clock{},
+		client: &http.Client{Transport: tr, Timeout: 10 * time.Second},
+	}
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b) //nolint:errcheck // never fails
+	return b
+}
+
+// nodeConfig is what a test may change of a node before it starts.
+type nodeConfig struct {
+	api    api.Config
+	limit  ratelimit.Config
+	listen string
+	rdb    redis.UniversalClient
+	creds  api.Credentials
+	setup  func(*api.Server)
+}
+
+type option func(*nodeConfig)
+
+func withTrusted(cidrs ...string) option {
+	return func(c *nodeConfig) {
+		for _, s := range cidrs {
+			c.api.TrustedProxies = append(c.api.TrustedProxies, netip.MustParsePrefix(s))
+		}
+	}
+}
+
+func withLimit(n int) option            { return func(c *nodeConfig) { c.limit.Limit = n } }
+func withWindow(d time.Duration) option { return func(c *nodeConfig) { c.limit.Window = d } }
+func withAuthFailLimit(n int) option    { return func(c *nodeConfig) { c.limit.AuthFailLimit = n } }
+func withListen(addr string) option     { return func(c *nodeConfig) { c.listen = addr } }
+func withKeyCacheTTL(d time.Duration) option {
+	return func(c *nodeConfig) { c.api.KeyCacheTTL = d }
+}
+func withRedis(rdb redis.UniversalClient) option { return func(c *nodeConfig) { c.rdb = rdb } }
+func withCredentials(cr api.Credentials) option  { return func(c *nodeConfig) { c.creds = cr } }
+func withSetup(fn func(*api.Server)) option      { return func(c *nodeConfig) { c.setup = fn } }
+
+// node is one running API node on a real loopback listener.
+type node struct {
+	srv  *api.Server
+	base string // http://host:port
+	logs *syncBuffer
+	e    *env
+}
+
+// node starts an API node on the env's services, with a NATS connection of
+// its own, and shuts it down when the test ends.
+func (e *env) node(t *testing.T, opts ...option) *node {
+	t.Helper()
+	cfg := nodeConfig{
+		api: api.Config{
+			DocsOrigin: docsOrigin, AppOrigins: []string{appOrigin},
+			KeyPepper: e.pepper, CursorSecret: e.cursor, KeyNoticeSubject: e.subject,
+		},
+		limit: ratelimit.Config{
+			Limit: 100, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: 5 * time.Minute, Prefix: e.prefix,
+		},
+		listen: "127.0.0.1:0", rdb: e.rdb, creds: e.st,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	nc, err := nats.Connect(testenv.NATSURL, nats.Timeout(3*time.Second))
+	if err != nil {
+		testenv.Unavailable(t, "NATS", err)
+	}
+	logs := &syncBuffer{}
+	srv, err := api.New(cfg.api, api.Deps{
+		Credentials: cfg.creds,
+		Limiter:     ratelimit.New(cfg.rdb, cfg.limit, nil, nil),
+		NC:          nc,
+		Log:         slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Now:         e.clock.Now,
+	})
+	if err != nil {
+		nc.Close()
+		t.Fatalf("api.New: %v", err)
+	}
+	if cfg.setup != nil {
+		cfg.setup(srv)
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		nc.Close()
+		t.Fatalf("listen %s: %v", cfg.listen, err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	n := &node{srv: srv, base: "http://" + ln.Addr().String(), logs: logs, e: e}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		<-served
+		nc.Close()
+	})
+	// One answered request proves Serve runs, so Shutdown cannot race it; the
+	// flush makes the notice subscription live before the test publishes.
+	n.do(t, http.MethodGet, "/", nil)
+	if err := nc.Flush(); err != nil {
+		t.Fatalf("nats flush: %v", err)
+	}
+	return n
+}
+
+// answer is a complete HTTP answer.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// get sends GET path with the key (none when secret is empty), a cookie
+// (which the node must ignore), and extra header lines as name, value pairs;
+// a repeated name gives several lines.
+func (n *node) get(t *testing.T, path, secret string, kv ...string) answer {
+	t.Helper()
+	h := http.Header{}
+	if secret != "" {
+		h.Set("Authorization", "Bearer "+secret)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Add(kv[i], kv[i+1])
+	}
+	return n.do(t, http.MethodGet, path, h)
+}
+
+func (n *node) do(t *testing.T, method, path string, h http.Header) answer {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, n.base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, vs := range h {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Cookie", "session=s3cr3t; md_session=abc")
+	resp, err := n.e.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return answer{status: resp.StatusCode, header: resp.Header, body: body}
+}
+
+// keyOpts shape a key; zero values mean a plain 90-day key without allowlist.
+type keyOpts struct {
+	secret  string // "" = a fresh one
+	scopes  []string
+	allow   []string
+	created time.Time
+	expires time.Time
+}
+
+// account creates an account; granted gives it API access.
+func (e *env) account(t *testing.T, granted bool) string {
+	t.Helper()
+	a, err := e.st.CreateAccount(t.Context(), "test "+t.Name(), e.clock.Now())
+	if err != nil {
+		t.Fatalf("create account: %v", err)
+	}
+	if granted {
+		e.setAccess(t, a.ID, true)
+	}
+	return a.ID
+}
+
+func (e *env) setAccess(t *testing.T, accountID string, granted bool) {
+	t.Helper()
+	if _, err := e.st.SetAccess(t.Context(), accountID, granted, e.clock.Now()); err != nil {
+		t.Fatalf("set access of %s: %v", accountID, err)
+	}
+}
+
+// key creates a key for an account with access and returns its secret.
+func (e *env) key(t *testing.T, accountID string, o keyOpts) (string, *store.Key) {
+	t.Helper()
+	if o.created.IsZero() {
+		o.created = e.clock.Now()
+	}
+	if o.expires.IsZero() {
+		o.expires = o.created.Add(90 * 24 * time.Hour)
+	}
+	if o.scopes == nil {
+		o.scopes = []string{}
+	}
+	var cidrs []netip.Prefix
+	for _, s := range o.allow {
+		cidrs = append(cidrs, netip.MustParsePrefix(s))
+	}
+	secret := o.secret
+	if secret == "" {
+		secret = store.NewSecret()
+	}
+	k, err := e.st.CreateKey(t.Context(), store.NewKey{
+		AccountID: accountID, SecretHash: store.HashSecret(e.pepper, secret), Last4: secret[len(secret)-4:],
+		Scopes: o.scopes, IPAllowlist: cidrs, CreatedAt: o.created, ExpiresAt: o.expires,
+	})
+	if err != nil {
+		t.Fatalf("create key: %v", err)
+	}
+	return secret, k
+}
+
+// newKey is a fresh account with access and one key shaped by o.
+func (e *env) newKey(t *testing.T, o keyOpts) (secret string, k *store.Key) {
+	t.Helper()
+	return e.key(t, e.account(t, true), o)
+}
+
+func (e *env) revoke(t *testing.T, keyID string) {
+	t.Helper()
+	if _, err := e.st.RevokeKey(t.Context(), keyID, e.clock.Now()); err != nil {
+		t.Fatalf("revoke %s: %v", keyID, err)
+	}
+}
+
+// notify publishes a change notice exactly as cmd/marketdata's notifyKeys does.
+func (e *env) notify(t *testing.T, accountID, keyID string) {
+	t.Helper()
+	data, _ := json.Marshal(map[string]string{"account_id": accountID, "key_id": keyID})
+	if err := e.nc.Publish(e.subject, data); err != nil {
+		t.Fatalf("publish notice: %v", err)
+	}
+	if err := e.nc.Flush(); err != nil {
+		t.Fatalf("flush notice: %v", err)
+	}
+}
