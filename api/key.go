@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/marketdata/marketdata/store"
 )
 
 // keyInfo is the answer of GET /public/v1/key.
@@ -20,12 +22,33 @@ type keyInfo struct {
 	WindowS     int64     `json:"window_s"`
 }
 
-// getKey describes the calling key; it needs no scope.
+// keyBody is a rendered /key answer and the record it was rendered from.
+type keyBody struct {
+	cred *store.Credential
+	body []byte
+}
+
+// getKey describes the calling key; it needs no scope. The answer is
+// rendered once per cached record (a reloaded record is a new pointer).
 func (s *Server) getKey(c *fiber.Ctx) error {
 	cred := credential(c)
 	if cred == nil {
 		return errNoCredential
 	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	if v, ok := s.keyBodies.Load(cred.Key.ID); ok && v.(*keyBody).cred == cred {
+		return c.Send(v.(*keyBody).body)
+	}
+	body, err := marshalJSON(s.keyInfo(cred))
+	if err != nil {
+		return err
+	}
+	s.keyBodies.Store(cred.Key.ID, &keyBody{cred: cred, body: body})
+	return c.Send(body)
+}
+
+func (s *Server) keyInfo(cred *store.Credential) keyInfo {
 	k := cred.Key
 	cidrs := make([]string, len(k.IPAllowlist))
 	for i, p := range k.IPAllowlist {
@@ -36,12 +59,11 @@ func (s *Server) getKey(c *fiber.Ctx) error {
 		scopes = []string{}
 	}
 	lc := s.limiter.Config()
-	c.Set(fiber.HeaderCacheControl, "no-store")
-	return c.JSON(keyInfo{
+	return keyInfo{
 		KeyID: k.ID, Last4: k.Last4, AccountID: cred.Account.ID, Scopes: scopes, IPAllowlist: cidrs,
 		CreatedAt: k.CreatedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC(),
 		Limit: lc.Limit, WindowS: int64(lc.Window / time.Second),
-	})
+	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -6,7 +6,9 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -17,14 +19,23 @@ import (
 
 var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{8,64}$`)
 
+// requestIDs are this process's random prefix and a counter: unique across
+// nodes without a random read (a system call) per request.
+var (
+	requestIDPrefix = func() string {
+		b := make([]byte, 6)
+		rand.Read(b) //nolint:errcheck // never fails
+		return hex.EncodeToString(b)
+	}()
+	requestIDSeq atomic.Uint64
+)
+
 // requestID puts X-Request-Id on every answer: the caller's, when it is a
 // plain token, else a fresh one.
 func (s *Server) requestID(c *fiber.Ctx) error {
 	id := c.Get(fiber.HeaderXRequestID)
-	if !requestIDPattern.MatchString(id) {
-		b := make([]byte, 12)
-		rand.Read(b) //nolint:errcheck // never fails
-		id = hex.EncodeToString(b)
+	if id == "" || !requestIDPattern.MatchString(id) {
+		id = requestIDPrefix + strconv.FormatUint(requestIDSeq.Add(1)+1<<40, 16)
 	} else {
 		id = strings.Clone(id) // Fiber reuses header memory after the handler
 	}
@@ -157,7 +168,8 @@ func (s *Server) judge(c *fiber.Ctx, addr netip.Addr, scope string) (*store.Cred
 	if !ok || !store.ValidSecret(secret) {
 		return nil, fail(KindUnauthorized, "malformed API key: expected Authorization: Bearer mdk_live_ followed by 43 characters")
 	}
-	cred, err := s.keys.get(c.UserContext(), store.HashSecret(s.cfg.KeyPepper, secret))
+	var buf [32]byte
+	cred, err := s.keys.get(c.UserContext(), s.hasher.Hash(buf[:0], secret))
 	switch {
 	case err != nil:
 		return nil, &Error{Kind: KindUnavailable, Message: "keys cannot be checked right now; try again", Err: err}

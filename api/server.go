@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -63,6 +64,9 @@ type Server struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	subs     []*nats.Subscription
+	// keyBodies holds rendered /key answers by key id (see getKey).
+	keyBodies sync.Map
+	hasher    *store.Hasher
 }
 
 // New builds a node; Serve starts it.
@@ -82,6 +86,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s := &Server{
 		cfg: cfg, keys: newKeyCache(d.Credentials, cfg.KeyCacheTTL, d.Now), limiter: d.Limiter,
 		log: d.Log, now: d.Now, origins: map[string]bool{cfg.DocsOrigin: true},
+		hasher: store.NewHasher(cfg.KeyPepper),
 	}
 	for _, o := range cfg.AppOrigins {
 		s.origins[o] = true

@@ -27,7 +27,7 @@ type batcher struct {
 
 const (
 	maxBatch = 128
-	senders  = 4
+	senders  = 2
 )
 
 func (b *batcher) start(l *Limiter) {

@@ -66,8 +66,11 @@ return 0
 `)
 
 // failScript counts one failed authentication of an address. The window
-// starts at the address's first failure.
-// KEYS[1] the address's key; ARGV[1] window in ms. Returns {count, ms left}.
+// starts at the address's first failure. Once the count reaches the limit, a
+// block marker lives until the window ends, so that the check every request
+// makes is one plain PTTL, not a script.
+// KEYS[1] the address's counter; KEYS[2] its block marker; ARGV[1] window in
+// ms; ARGV[2] the limit. Returns {count, ms left}.
 var failScript = redis.NewScript(`
 local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
@@ -76,14 +79,7 @@ if ttl < 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
   ttl = tonumber(ARGV[1])
 end
-return {n, ttl}
-`)
-
-// blockedScript reads an address's failures. KEYS[1] the address's key.
-// Returns {count, ms left}.
-var blockedScript = redis.NewScript(`
-local n = tonumber(redis.call('GET', KEYS[1]) or '0')
-local ttl = redis.call('PTTL', KEYS[1])
+if n >= tonumber(ARGV[2]) then redis.call('SET', KEYS[2], '1', 'PX', ttl) end
 return {n, ttl}
 `)
 
@@ -124,6 +120,15 @@ func (l *Limiter) Config() Config { return l.cfg }
 
 func (l *Limiter) accountKey(account string) string { return l.cfg.Prefix + "{rl:" + account + "}" }
 func (l *Limiter) addressKey(addr string) string    { return l.cfg.Prefix + "{af:" + addr + "}" }
+func (l *Limiter) blockKey(addr string) string      { return l.cfg.Prefix + "{af:" + addr + "}:b" }
+
+// blockedFor reads a PTTL of a block marker: blocked while it is positive.
+func blockedFor(ms int64) (bool, time.Duration) {
+	if ms > 0 {
+		return true, time.Duration(ms) * time.Millisecond
+	}
+	return false, 0
+}
 
 // Allow counts one request of an account in its window.
 func (l *Limiter) Allow(ctx context.Context, account string) (Result, error) {
@@ -150,22 +155,21 @@ func (l *Limiter) Allow(ctx context.Context, account string) (Result, error) {
 func (l *Limiter) Blocked(ctx context.Context, addr string) (bool, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
-	vals, err := blockedScript.Run(ctx, l.rdb, []string{l.addressKey(addr)}).Int64Slice()
+	ttl, err := l.rdb.Do(ctx, "PTTL", l.blockKey(addr)).Int64()
 	if err != nil {
 		blocked, retry := l.fallback.blocked("af:"+addr, l.cfg.AuthFailLimit)
 		return blocked, retry, fmt.Errorf("ratelimit: failures of %s: %w", addr, err)
 	}
-	if vals[0] >= int64(l.cfg.AuthFailLimit) && vals[1] > 0 {
-		return true, time.Duration(vals[1]) * time.Millisecond, nil
-	}
-	return false, 0, nil
+	blocked, retry := blockedFor(ttl)
+	return blocked, retry, nil
 }
 
 // Failed counts one failed authentication of an address, across all nodes.
 func (l *Limiter) Failed(ctx context.Context, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
-	err := failScript.Run(ctx, l.rdb, []string{l.addressKey(addr)}, l.cfg.AuthFailWindow.Milliseconds()).Err()
+	err := failScript.Run(ctx, l.rdb, []string{l.addressKey(addr), l.blockKey(addr)},
+		l.cfg.AuthFailWindow.Milliseconds(), l.cfg.AuthFailLimit).Err()
 	if err != nil {
 		l.fallback.fail("af:"+addr, l.cfg.AuthFailLimit, l.cfg.AuthFailWindow)
 		return fmt.Errorf("ratelimit: count failure of %s: %w", addr, err)
@@ -228,11 +232,11 @@ func (l *Limiter) fallbackAdmit(addr, account string, cause error) (Admission, e
 func (l *Limiter) admitBatch(reqs []*admitReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
 	defer cancel()
-	blocked := make([]*redis.Cmd, len(reqs))
+	blocked := make([]*redis.Cmd, len(reqs)) // PTTL of the block marker
 	window := make([]*redis.Cmd, len(reqs))
 	p := l.rdb.Pipeline()
 	for i, r := range reqs {
-		blocked[i] = blockedScript.EvalSha(ctx, p, []string{l.addressKey(r.addr)})
+		blocked[i] = p.Do(ctx, "PTTL", l.blockKey(r.addr))
 		window[i] = windowScript.EvalSha(ctx, p, []string{l.accountKey(r.account)}, l.cfg.Limit, l.cfg.Window.Milliseconds())
 	}
 	_, err := p.Exec(ctx)
@@ -241,9 +245,6 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 		// the calls that did not run, so no window is charged twice.
 		err = nil
 		for i, r := range reqs {
-			if isNoScript(blocked[i].Err()) {
-				blocked[i] = blockedScript.Run(ctx, l.rdb, []string{l.addressKey(r.addr)})
-			}
 			if isNoScript(window[i].Err()) {
 				window[i] = windowScript.Run(ctx, l.rdb, []string{l.accountKey(r.account)}, l.cfg.Limit, l.cfg.Window.Milliseconds())
 			}
@@ -259,7 +260,7 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 }
 
 func (l *Limiter) admission(ctx context.Context, r *admitReq, blocked, window *redis.Cmd) (Admission, error) {
-	b, err := blocked.Int64Slice()
+	ttl, err := blocked.Int64()
 	if err != nil {
 		return Admission{}, err
 	}
@@ -267,11 +268,11 @@ func (l *Limiter) admission(ctx context.Context, r *admitReq, blocked, window *r
 	if err != nil {
 		return Admission{}, err
 	}
-	if b[0] >= int64(l.cfg.AuthFailLimit) && b[1] > 0 {
+	if isBlocked, retry := blockedFor(ttl); isBlocked {
 		if w[0] == 1 {
 			refundScript.Run(ctx, l.rdb, []string{l.accountKey(r.account)}, w[3]) //nolint:errcheck // at worst one request too many counted
 		}
-		return Admission{Blocked: true, BlockedFor: time.Duration(b[1]) * time.Millisecond}, nil
+		return Admission{Blocked: true, BlockedFor: retry}, nil
 	}
 	res := Result{
 		Allowed: w[0] == 1, Limit: l.cfg.Limit, Remaining: int(max(w[1], 0)),

@@ -8,8 +8,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"net/netip"
 	"regexp"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,6 +50,28 @@ func HashSecret(pepper []byte, secret string) []byte {
 	m := hmac.New(sha256.New, pepper)
 	m.Write([]byte(secret))
 	return m.Sum(nil)
+}
+
+// Hasher computes HashSecret for one pepper, reusing its HMAC state: it runs
+// on every API request. Safe for concurrent use.
+type Hasher struct {
+	pool sync.Pool
+}
+
+// NewHasher returns a Hasher for pepper.
+func NewHasher(pepper []byte) *Hasher {
+	p := slices.Clone(pepper)
+	return &Hasher{pool: sync.Pool{New: func() any { return hmac.New(sha256.New, p) }}}
+}
+
+// Hash is HashSecret(pepper, secret), appended to dst.
+func (h *Hasher) Hash(dst []byte, secret string) []byte {
+	m := h.pool.Get().(hash.Hash)
+	m.Reset()
+	io.WriteString(m, secret) //nolint:errcheck // a hash never fails to write
+	dst = m.Sum(dst)
+	h.pool.Put(m)
+	return dst
 }
 
 func newID(prefix string) string {
