@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/ingest"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -39,6 +42,12 @@ func eventMsg(id string, version int, title string, venues ...any) map[string]an
 func TestApplyEachKind(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	notices := make(chan *nats.Msg, 64)
+	sub, err := e.nc.ChanSubscribe(e.cfg.NoticeSubject, notices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
 	e.startWorker(t)
 	ctx := context.Background()
 
@@ -117,6 +126,29 @@ func TestApplyEachKind(t *testing.T) {
 	}
 	if ids, _, _ := e.cache.ListPage(ctx, cache.SetName("", "venue_c", ""), "", 10); len(ids) != 0 {
 		t.Errorf("listing venue_c: got %v, want none", ids)
+	}
+
+	// Change notices name what was rewritten.
+	seen := map[string]bool{}
+	for len(notices) > 0 {
+		var n ingest.Notice
+		if err := json.Unmarshal((<-notices).Data, &n); err != nil {
+			t.Fatalf("notice: %v", err)
+		}
+		for _, id := range n.Events {
+			seen["event:"+id] = true
+		}
+		for _, id := range n.Markets {
+			seen["market:"+id] = true
+		}
+		for _, id := range n.Trades {
+			seen["trades:"+id] = true
+		}
+	}
+	for _, want := range []string{"event:EV-1", "market:MK-1", "trades:MK-1"} {
+		if !seen[want] {
+			t.Errorf("change notices: %s missing from %v", want, seen)
+		}
 	}
 }
 
