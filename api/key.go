@@ -31,10 +31,10 @@ type keyBody struct {
 // getKey describes the calling key; it needs no scope. The answer is
 // rendered once per cached record (a reloaded record is a new pointer).
 func (s *Server) getKey(c *fiber.Ctx) error {
-	cred := credential(c)
-	if cred == nil {
-		return errNoCredential
+	if err := s.admit(c, nil); err != nil {
+		return err
 	}
+	cred := credential(c)
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	if v, ok := s.keyBodies.Load(cred.Key.ID); ok && v.(*keyBody).cred == cred {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/ratelimit"
 	"github.com/marketdata/marketdata/store"
@@ -111,20 +112,20 @@ func bearer(h string) (string, bool) {
 	return strings.TrimSpace(secret), true
 }
 
-// guard runs the contract's checks in order: failed-auth block of the
-// address (429), key (401), access (403), IP allowlist (403), scope (403),
-// the account's window (429). Every 401 counts as one failed authentication
-// of the address, on all nodes. The key, access, allowlist and scope are
-// judged in memory first; a request that passes them makes one Redis round
-// trip for the block and the window together (ratelimit.Admit). An empty
-// scope means the route needs none.
+// guard runs the contract's first checks in order: failed-auth block of the
+// address (429), key (401), access (403), IP allowlist (403), scope (403).
+// Every 401 counts as one failed authentication of the address, on all
+// nodes. The key, access, allowlist and scope are judged in memory; only a
+// refusal asks Redis (whether the address is blocked, which wins). A request
+// that passes goes on to its handler, which calls admit: the block and the
+// account's window are checked there, in the same Redis round trip as the
+// handler's data. An empty scope means the route needs none.
 func (s *Server) guard(scope string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		ctx := c.UserContext()
 		addr := s.addr(c)
 		cred, denied := s.judge(c, addr, scope)
 		if denied != nil {
-			// Every refusal before the window must still yield to a block.
 			if blocked, retry, err := s.limiter.Blocked(ctx, addr.String()); blocked {
 				return blockedError(retry)
 			} else if err != nil {
@@ -137,20 +138,33 @@ func (s *Server) guard(scope string) fiber.Handler {
 			}
 			return denied
 		}
-		a, err := s.limiter.Admit(ctx, addr.String(), cred.Account.ID)
-		if err != nil {
-			s.log.Warn("limits decided by this node alone", "err", err)
-		}
-		if a.Blocked {
-			return blockedError(a.BlockedFor)
-		}
-		setLimitHeaders(c, a.Window)
-		if !a.Window.Allowed {
-			return &Error{Kind: KindRateLimited, Message: "the account's request limit for this window is used up", RetryAfter: a.Window.RetryAfter}
-		}
 		c.Locals(localCred, cred)
 		return c.Next()
 	}
+}
+
+// admit checks the address's block and the account's window in one Redis
+// round trip, together with the reads fetch queues (nil: none), and puts
+// the RateLimit headers on the answer. Handlers call it after validating
+// their parameters in memory but answer 422 only after it: the window comes
+// before parameters in the contract's order.
+func (s *Server) admit(c *fiber.Ctx, fetch func(redis.Pipeliner)) error {
+	cred := credential(c)
+	if cred == nil {
+		return errNoCredential
+	}
+	a, err := s.limiter.AdmitWith(c.UserContext(), s.addr(c).String(), cred.Account.ID, fetch)
+	if err != nil {
+		s.log.Warn("limits decided by this node alone", "err", err)
+	}
+	if a.Blocked {
+		return blockedError(a.BlockedFor)
+	}
+	setLimitHeaders(c, a.Window)
+	if !a.Window.Allowed {
+		return &Error{Kind: KindRateLimited, Message: "the account's request limit for this window is used up", RetryAfter: a.Window.RetryAfter}
+	}
+	return nil
 }
 
 func blockedError(retry time.Duration) error {

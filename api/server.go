@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/ratelimit"
 	"github.com/marketdata/marketdata/store"
 )
@@ -39,11 +40,20 @@ type Config struct {
 	KeyNoticeSubject string
 	// PresenceSubject carries node heartbeats ("md.api.presence").
 	PresenceSubject string
+	// NoticeSubject carries ingest's change notices ("md.changes.v1").
+	NoticeSubject string
+	// SearchResync is how often the search index reloads in full (60s), the
+	// safety net for a lost change notice.
+	SearchResync time.Duration
 }
 
 // Deps are the node's collaborators.
 type Deps struct {
 	Credentials Credentials
+	// Cache holds the snapshots the data routes serve.
+	Cache *cache.Cache
+	// Fallback answers what Redis lacks.
+	Fallback Fallback
 	Limiter     *ratelimit.Limiter
 	// NC receives key change notices and presence; nil in some tests.
 	NC       *nats.Conn
@@ -67,6 +77,9 @@ type Server struct {
 	// keyBodies holds rendered /key answers by key id (see getKey).
 	keyBodies sync.Map
 	hasher    *store.Hasher
+	cache     *cache.Cache
+	fallback  Fallback
+	search    *searchIndex
 }
 
 // New builds a node; Serve starts it.
@@ -77,6 +90,12 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if cfg.KeyNoticeSubject == "" {
 		cfg.KeyNoticeSubject = "md.keys.v1"
 	}
+	if cfg.NoticeSubject == "" {
+		cfg.NoticeSubject = "md.changes.v1"
+	}
+	if cfg.SearchResync == 0 {
+		cfg.SearchResync = time.Minute
+	}
 	if d.Now == nil {
 		d.Now = time.Now
 	}
@@ -86,7 +105,10 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s := &Server{
 		cfg: cfg, keys: newKeyCache(d.Credentials, cfg.KeyCacheTTL, d.Now), limiter: d.Limiter,
 		log: d.Log, now: d.Now, origins: map[string]bool{cfg.DocsOrigin: true},
-		hasher: store.NewHasher(cfg.KeyPepper),
+		hasher: store.NewHasher(cfg.KeyPepper), cache: d.Cache, fallback: d.Fallback,
+	}
+	if d.Cache != nil {
+		s.search = newSearchIndex(listedSummaries{cache: d.Cache, fallback: d.Fallback})
 	}
 	for _, o := range cfg.AppOrigins {
 		s.origins[o] = true
@@ -117,6 +139,13 @@ func New(cfg Config, d Deps) (*Server, error) {
 			return nil, err
 		}
 		s.subs = append(s.subs, sub)
+		if s.search != nil {
+			sub, err := d.NC.Subscribe(cfg.NoticeSubject, s.onChangeNotice)
+			if err != nil {
+				return nil, err
+			}
+			s.subs = append(s.subs, sub)
+		}
 		d.NC.SetReconnectHandler(func(*nats.Conn) { s.keys.flush() })
 	}
 	return s, nil
@@ -126,15 +155,40 @@ func (s *Server) routes() {
 	// A panic becomes an error (503 unavailable, logged), never a crash.
 	s.app.Use(s.observe, recover.New(), s.requestID, s.cors)
 	v1 := s.app.Group("/public/v1")
+	v1.Get("/openapi.json", s.openAPI)
 	v1.Get("/key", s.guard(""), s.getKey)
+	if s.cache != nil {
+		v1.Get("/events", s.guard(store.ScopeMarketsRead), s.listEvents)
+		v1.Get("/events/:universal_id", s.guard(store.ScopeMarketsRead), s.getEvent)
+		v1.Get("/markets/search", s.guard(store.ScopeMarketsRead), s.searchEvents)
+		v1.Get("/markets/:universal_id/trades", s.guard(store.ScopeMarketsRead), s.trades)
+		v1.Get("/prices/snapshot", s.guard(store.ScopeMarketsRead), s.snapshot)
+	}
 	// Anything else under /public/v1 passes the same checks, then is 404.
-	v1.Use(s.guard(""), func(*fiber.Ctx) error {
+	v1.Use(s.guard(""), func(c *fiber.Ctx) error {
+		if err := s.admit(c, nil); err != nil {
+			return err
+		}
 		return fail(KindNotFound, "no such route: see /public/v1/openapi.json")
 	})
 }
 
 // App exposes the Fiber app (tests use App().Test).
 func (s *Server) App() *fiber.App { return s.app }
+
+// Start loads what the node keeps in memory (the search index) and keeps it
+// fresh until ctx is done. Call it before Serve: the node is not ready
+// before the index is loaded.
+func (s *Server) Start(ctx context.Context) error {
+	if s.search == nil {
+		return nil
+	}
+	if err := s.search.Load(ctx); err != nil {
+		return err
+	}
+	go s.search.Run(ctx, s.cfg.SearchResync)
+	return nil
+}
 
 // Serve answers on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {

@@ -47,8 +47,11 @@ var _ Source = (*store.Store)(nil)
 // and the rebuild runs again, so that it and later ingest writes win.
 func (c *Cache) Rebuild(ctx context.Context, src Source) (RebuildStats, error) {
 	st, ahead, floor, err := c.rebuild(ctx, src)
-	if err != nil || !ahead {
+	if err != nil {
 		return st, err
+	}
+	if !ahead {
+		return st, c.markComplete(ctx)
 	}
 	n, err := src.AdvanceRevisions(ctx, floor)
 	if err != nil {
@@ -57,6 +60,9 @@ func (c *Cache) Rebuild(ctx context.Context, src Source) (RebuildStats, error) {
 	st2, _, _, err := c.rebuild(ctx, src)
 	st2.Renumbered = n
 	st2.Pruned += st.Pruned
+	if err == nil {
+		err = c.markComplete(ctx)
+	}
 	return st2, err
 }
 

@@ -3,11 +3,14 @@ package ratelimit
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // admitReq is one queued admission.
 type admitReq struct {
 	addr, account string
+	fetch         func(redis.Pipeliner)
 	res           Admission
 	err           error
 	done          chan struct{}

@@ -194,7 +194,16 @@ type Admission struct {
 // address turns out to be blocked, the window charge is refunded, so the
 // result is as if the checks had run one after the other.
 func (l *Limiter) Admit(ctx context.Context, addr, account string) (Admission, error) {
-	req := &admitReq{addr: addr, account: account, done: make(chan struct{})}
+	return l.AdmitWith(ctx, addr, account, nil)
+}
+
+// AdmitWith is Admit with the caller's own reads added to the same round
+// trip: fetch queues commands on the pipeline, and the caller reads their
+// results once AdmitWith returns without error. A failed read fails only
+// its own command, never the admission. When AdmitWith falls back (Redis
+// unreachable), the fetched commands carry errors.
+func (l *Limiter) AdmitWith(ctx context.Context, addr, account string, fetch func(redis.Pipeliner)) (Admission, error) {
+	req := &admitReq{addr: addr, account: account, fetch: fetch, done: make(chan struct{})}
 	l.batcher.start(l)
 	timer := time.NewTimer(l.cfg.Timeout)
 	defer timer.Stop()
@@ -238,12 +247,19 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 	for i, r := range reqs {
 		blocked[i] = p.Do(ctx, "PTTL", l.blockKey(r.addr))
 		window[i] = windowScript.EvalSha(ctx, p, []string{l.accountKey(r.account)}, l.cfg.Limit, l.cfg.Window.Milliseconds())
+		if r.fetch != nil {
+			r.fetch(p)
+		}
 	}
 	_, err := p.Exec(ctx)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+	if err != nil && !isConnErr(err) {
+		// A command failed on its own (a read of the caller's, a lost
+		// script): each request judges its own commands below.
+		err = nil
+	}
+	if err == nil {
 		// Redis lost the scripts (a restart, a failover): run again only
 		// the calls that did not run, so no window is charged twice.
-		err = nil
 		for i, r := range reqs {
 			if isNoScript(window[i].Err()) {
 				window[i] = windowScript.Run(ctx, l.rdb, []string{l.accountKey(r.account)}, l.cfg.Limit, l.cfg.Window.Milliseconds())
@@ -285,6 +301,13 @@ func (l *Limiter) admission(ctx context.Context, r *admitReq, blocked, window *r
 }
 
 func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
+
+// isConnErr tells a transport failure (Redis unreachable, timed out) from
+// an error reply of one command.
+func isConnErr(err error) bool {
+	var re redis.Error
+	return !errors.As(err, &re)
+}
 
 // Seconds rounds a duration up to whole seconds, at least 1, for headers.
 func Seconds(d time.Duration) string {

@@ -72,8 +72,14 @@ func runAPI(ctx context.Context, cfg *Config, log *slog.Logger, reg *prometheus.
 	srv, err := api.New(api.Config{
 		DocsOrigin: cfg.DocsOrigin, AppOrigins: cfg.AppOrigins, TrustedProxies: cfg.TrustedProxies,
 		KeyPepper: cfg.KeyPepper, CursorSecret: cfg.CursorSecret, KeyNoticeSubject: KeyNoticeSubject,
-	}, api.Deps{Credentials: st, Limiter: limiter, NC: nc, Log: log, Registry: reg})
+	}, api.Deps{
+		Credentials: st, Cache: newCache(rdb, cfg), Fallback: st,
+		Limiter: limiter, NC: nc, Log: log, Registry: reg,
+	})
 	if err != nil {
+		return err
+	}
+	if err := srv.Start(ctx); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)

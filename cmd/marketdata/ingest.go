@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/ingest"
 	"github.com/marketdata/marketdata/store"
 )
@@ -81,10 +82,34 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 		defer cancel()
 		admin.Close(sctx) //nolint:errcheck
 	}()
+	go keepComplete(ctx, cch, st, log)
 	if ready != nil {
 		ready(admin.Addr())
 	}
 	err = w.Run(ctx)
 	log.Info("ingest stopped")
 	return err
+}
+
+// keepComplete rebuilds the cache whenever Redis does not hold the whole
+// listing (the first start, or Redis lost its data): at start, then every
+// minute. One worker does it at a time (a lock in Redis).
+func keepComplete(ctx context.Context, c *cache.Cache, st *store.Store, log *slog.Logger) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		rebuilt, stats, err := c.EnsureComplete(ctx, st)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("cache completeness check", "err", err)
+		case rebuilt:
+			log.Info("cache rebuilt: Redis did not hold the whole listing", "events", stats.Events,
+				"markets", stats.Markets, "trade_lists", stats.TradeLists, "pruned", stats.Pruned)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

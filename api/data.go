@@ -1,0 +1,336 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/store"
+)
+
+// Fallback is what the data routes read from the store when Redis lacks a
+// document (evicted, flushed): the answer comes from Postgres (the read
+// replica) and the document is written back to Redis.
+type Fallback interface {
+	EventDocsByID(ctx context.Context, ids []string) ([]store.EventDoc, error)
+	MarketDocsByID(ctx context.Context, ids []string) ([]store.MarketDoc, error)
+	NewestTrades(ctx context.Context, marketID string, limit int) ([]store.Trade, error)
+	ListedEvents(ctx context.Context, f store.ListFilter, after string, limit int) ([]store.Event, error)
+}
+
+var _ Fallback = (*store.Store)(nil)
+
+// send answers 200 with a JSON body and its ETag (a hash of the bytes, so
+// every node gives the same tag for the same data), or 304 when the
+// client's If-None-Match holds that tag.
+func send(c *fiber.Ctx, body []byte) error {
+	etag := `"` + strconv.FormatUint(xxhash.Sum64(body), 36) + `"`
+	c.Set(fiber.HeaderETag, etag)
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	if inm := c.Get(fiber.HeaderIfNoneMatch); inm != "" && etagMatches(inm, etag) {
+		return c.SendStatus(fiber.StatusNotModified)
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(body)
+}
+
+func etagMatches(header, etag string) bool {
+	for t := range strings.SplitSeq(header, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || t == etag || t == "W/"+etag {
+			return true
+		}
+	}
+	return false
+}
+
+// repair writes documents read from the store back to Redis, in the
+// background: the answer does not wait for it.
+func (s *Server) repair(events []store.EventDoc, markets []store.MarketDoc, trades []store.Trade) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.cache.ApplyDocs(ctx, events, markets, trades); err != nil {
+			s.log.Warn("cache repair failed", "err", err)
+		}
+	}()
+}
+
+func (s *Server) unavailable(err error) error {
+	return &Error{Kind: KindUnavailable, Message: "the data cannot be read right now; try again", Err: err}
+}
+
+// getEvent answers GET /events/{universal_id}.
+func (s *Server) getEvent(c *fiber.Ctx) error {
+	id := c.Params("universal_id")
+	var cmd *redis.SliceCmd
+	var fetch func(redis.Pipeliner)
+	if validID(id) {
+		fetch = func(p redis.Pipeliner) { cmd = s.cache.QueueEvent(p, id) }
+	}
+	if err := s.admit(c, fetch); err != nil {
+		return err
+	}
+	if fetch == nil {
+		return fail(KindNotFound, "no event has this id")
+	}
+	e, err := cache.ParseEvent(cmd)
+	if err != nil || !e.Found {
+		docs, ferr := s.fallback.EventDocsByID(c.UserContext(), []string{id})
+		if ferr != nil {
+			return s.unavailable(errors.Join(err, ferr))
+		}
+		d := s.cache.Rules().RenderEvent(docs[0])
+		e = cache.EventEntry{Found: true, Body: d.Body, MergedInto: d.MergedInto}
+		if docs[0].Rev > 0 {
+			s.repair(docs, nil, nil)
+		}
+	}
+	switch {
+	case e.Body != nil:
+		return send(c, e.Body)
+	case e.MergedInto != "":
+		return &Error{Kind: KindNotFound, Message: "the event was merged into " + e.MergedInto, MergedInto: e.MergedInto}
+	default:
+		return fail(KindNotFound, "no served event has this id")
+	}
+}
+
+// snapshot answers GET /prices/snapshot?ids=...
+func (s *Server) snapshot(c *fiber.Ctx) error {
+	ids, perr := parseIDs(c.Query("ids"))
+	var cmds []*redis.SliceCmd
+	var fetch func(redis.Pipeliner)
+	if perr == nil {
+		cmds = make([]*redis.SliceCmd, len(ids))
+		fetch = func(p redis.Pipeliner) {
+			for i, id := range ids {
+				cmds[i] = s.cache.QueueMarket(p, id)
+			}
+		}
+	}
+	if err := s.admit(c, fetch); err != nil {
+		return err
+	}
+	if perr != nil {
+		return perr
+	}
+	entries := make([]cache.MarketEntry, len(ids))
+	var lost []string
+	for i, cmd := range cmds {
+		e, err := cache.ParseMarket(cmd)
+		if err != nil || !e.Found {
+			lost = append(lost, ids[i])
+			continue
+		}
+		entries[i] = e
+	}
+	if len(lost) > 0 {
+		docs, err := s.fallback.MarketDocsByID(c.UserContext(), lost)
+		if err != nil {
+			return s.unavailable(err)
+		}
+		byID := make(map[string]cache.MarketDocument, len(docs))
+		var known []store.MarketDoc
+		for _, d := range docs {
+			byID[d.ID] = s.cache.Rules().RenderMarket(d)
+			if d.Rev > 0 {
+				known = append(known, d)
+			}
+		}
+		for i, id := range ids {
+			if d, ok := byID[id]; ok && !entries[i].Found {
+				entries[i] = cache.MarketEntry{Found: true, Served: d.Served, Body: d.Body}
+			}
+		}
+		if len(known) > 0 {
+			s.repair(nil, known, nil)
+		}
+	}
+	var body bytes.Buffer
+	body.Grow(64 + len(ids)*420)
+	body.WriteString(`{"data":[`)
+	n := 0
+	for _, e := range entries {
+		if e.Served && e.Body != nil {
+			if n > 0 {
+				body.WriteByte(',')
+			}
+			body.Write(e.Body)
+			n++
+		}
+	}
+	body.WriteString(`],"missing":[`)
+	m := 0
+	for i, e := range entries {
+		if !e.Served || e.Body == nil {
+			if m > 0 {
+				body.WriteByte(',')
+			}
+			body.WriteByte('"')
+			body.WriteString(ids[i]) // ids match [A-Za-z0-9_-]: nothing to escape
+			body.WriteByte('"')
+			m++
+		}
+	}
+	body.WriteString(`]}`)
+	return send(c, body.Bytes())
+}
+
+// trades answers GET /markets/{universal_id}/trades.
+func (s *Server) trades(c *fiber.Ctx) error {
+	id := c.Params("universal_id")
+	limit, perr := parseLimit(c.Query("limit"), 50, cache.MaxTrades)
+	var mcmd *redis.SliceCmd
+	var tcmd *redis.StringSliceCmd
+	var fetch func(redis.Pipeliner)
+	if perr == nil && validID(id) {
+		fetch = func(p redis.Pipeliner) {
+			mcmd = s.cache.QueueMarket(p, id)
+			tcmd = s.cache.QueueTrades(p, id, limit)
+		}
+	}
+	if err := s.admit(c, fetch); err != nil {
+		return err
+	}
+	if perr != nil {
+		return perr
+	}
+	if fetch == nil {
+		return fail(KindNotFound, "no market has this id")
+	}
+	m, err := cache.ParseMarket(mcmd)
+	var items [][]byte
+	if err == nil && m.Found {
+		if !m.Served {
+			return fail(KindNotFound, "no served market has this id")
+		}
+		vals, terr := tcmd.Result()
+		if terr != nil {
+			err = terr
+		}
+		for _, v := range vals {
+			items = append(items, []byte(v))
+		}
+	}
+	if err != nil || !m.Found {
+		ctx := c.UserContext()
+		docs, ferr := s.fallback.MarketDocsByID(ctx, []string{id})
+		if ferr != nil {
+			return s.unavailable(errors.Join(err, ferr))
+		}
+		if !s.cache.Rules().MarketServed(docs[0]) {
+			return fail(KindNotFound, "no served market has this id")
+		}
+		trades, ferr := s.fallback.NewestTrades(ctx, id, cache.MaxTrades)
+		if ferr != nil {
+			return s.unavailable(ferr)
+		}
+		items = items[:0]
+		for i := range trades[:min(limit, len(trades))] {
+			items = append(items, cache.RenderTrade(&trades[i]))
+		}
+		s.repair(nil, docs, trades)
+	}
+	return send(c, listBody(items, nil))
+}
+
+// listBody is {"data":[items...]}, with "next_cursor" when next is set
+// (a JSON string or null).
+func listBody(items [][]byte, next []byte) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"data":[`)
+	for i, it := range items {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(it)
+	}
+	b.WriteByte(']')
+	if next != nil {
+		b.WriteString(`,"next_cursor":`)
+		b.Write(next)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// listEvents answers GET /events: a page of active served events in
+// ascending id order, walked with a cursor.
+func (s *Server) listEvents(c *fiber.Ctx) error {
+	q, perr := parseListQuery(c.Query("limit"), c.Query("category"), c.Query("venue"), c.Query("min_venues"), c.Query("cursor"))
+	cred := credential(c)
+	if cred == nil {
+		return errNoCredential
+	}
+	binding := cursorBinding{route: "events", account: cred.Account.ID, filters: filterKey(q.filter)}
+	var after string
+	if perr == nil && q.cursor != "" {
+		var err error
+		if after, err = decodeCursor(s.cfg.CursorSecret, binding, q.cursor); err != nil {
+			perr = invalidParam("cursor is malformed, altered, or was issued for other filters, another route or another account")
+		}
+	}
+	set := cache.SetName(q.filter.Category, q.filter.Venue, minVenuesName(q.filter.MinVenues))
+	var cmd *redis.Cmd
+	var fetch func(redis.Pipeliner)
+	if perr == nil {
+		fetch = func(p redis.Pipeliner) { cmd = s.cache.QueueListPage(p, set, after, q.limit+1) }
+	}
+	if err := s.admit(c, fetch); err != nil {
+		return err
+	}
+	if perr != nil {
+		return perr
+	}
+	ctx := c.UserContext()
+	ids, sums, err := s.cache.ParseListPage(ctx, cmd, set, after, q.limit+1)
+	if err != nil {
+		// The listing is not whole in Redis: read the page from the store.
+		events, ferr := s.fallback.ListedEvents(ctx, q.filter, after, q.limit+1)
+		if ferr != nil {
+			return s.unavailable(errors.Join(err, ferr))
+		}
+		ids, sums = ids[:0], sums[:0]
+		for i := range events {
+			d := s.cache.Rules().RenderEvent(store.EventDoc{ID: events[i].ID, Event: &events[i]})
+			ids, sums = append(ids, events[i].ID), append(sums, d.Summary)
+		}
+	}
+	next := []byte("null")
+	if len(ids) > q.limit {
+		ids, sums = ids[:q.limit], sums[:q.limit]
+		next = []byte(`"` + encodeCursor(s.cfg.CursorSecret, binding, ids[len(ids)-1]) + `"`)
+	}
+	return send(c, listBody(sums, next))
+}
+
+func minVenuesName(n int) string {
+	if n < 2 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+// search answers GET /markets/search from the node's in-memory index.
+func (s *Server) searchEvents(c *fiber.Ctx) error {
+	q, limit, perr := parseSearch(c.Query("q"), c.Query("limit"))
+	if err := s.admit(c, nil); err != nil {
+		return err
+	}
+	if perr != nil {
+		return perr
+	}
+	if !s.search.Ready() {
+		return &Error{Kind: KindUnavailable, Message: "search is loading; try again"}
+	}
+	return send(c, listBody(s.search.Search(q, limit), nil))
+}

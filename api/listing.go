@@ -1,0 +1,86 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/nats-io/nats.go"
+
+	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/docs"
+	"github.com/marketdata/marketdata/store"
+)
+
+// listedSummaries feeds the search index: from Redis when it holds the whole
+// listing, else (Redis flushed, not yet rebuilt) from the store.
+type listedSummaries struct {
+	cache    *cache.Cache
+	fallback Fallback
+}
+
+var _ summarySource = listedSummaries{}
+
+func (l listedSummaries) Summaries(ctx context.Context) (map[string][]byte, error) {
+	if ok, err := l.cache.ListingComplete(ctx); err != nil || ok {
+		if err != nil {
+			return nil, err
+		}
+		return l.cache.Summaries(ctx)
+	}
+	events, err := l.fallback.ListedEvents(ctx, store.ListFilter{}, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(events))
+	for i := range events {
+		out[events[i].ID] = l.cache.Rules().RenderEvent(store.EventDoc{ID: events[i].ID, Event: &events[i]}).Summary
+	}
+	return out, nil
+}
+
+func (l listedSummaries) SummariesOf(ctx context.Context, ids []string) (map[string][]byte, error) {
+	if ok, err := l.cache.ListingComplete(ctx); err != nil || ok {
+		if err != nil {
+			return nil, err
+		}
+		return l.cache.SummariesOf(ctx, ids)
+	}
+	docs, err := l.fallback.EventDocsByID(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(docs))
+	for _, d := range docs {
+		if sum := l.cache.Rules().RenderEvent(d).Summary; sum != nil {
+			out[d.ID] = sum
+		}
+	}
+	return out, nil
+}
+
+// onChangeNotice refreshes the search index for the events a batch touched.
+func (s *Server) onChangeNotice(m *nats.Msg) {
+	var n struct {
+		Events []string `json:"events"`
+	}
+	if err := json.Unmarshal(m.Data, &n); err != nil || len(n.Events) == 0 {
+		return
+	}
+	go func() {
+		if err := s.search.Update(context.Background(), n.Events); err != nil {
+			s.log.Warn("search index update failed; the periodic resync will catch up", "err", err)
+		}
+	}()
+}
+
+// openAPI serves the public API's OpenAPI document, without authentication.
+func (s *Server) openAPI(c *fiber.Ctx) error {
+	body, err := docs.OpenAPIJSON()
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	c.Set(fiber.HeaderCacheControl, "public, max-age=300")
+	return c.Send(body)
+}

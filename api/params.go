@@ -1,0 +1,168 @@
+package api
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/marketdata/marketdata/store"
+)
+
+// Query parsing for the data routes. Every parser refuses rather than
+// clamps: out of range, not an integer, unknown values and malformed ids
+// are 422 invalid_request with a message naming the parameter.
+
+// MaxSnapshotIDs is how many distinct market ids a snapshot takes.
+const MaxSnapshotIDs = 50
+
+// MaxQueryLen is the longest search text, in characters.
+const MaxQueryLen = 100
+
+func invalidParam(msg string) *Error { return fail(KindInvalidRequest, msg) }
+
+// parseLimit reads a limit: absent means def; otherwise a decimal integer in
+// [1, max].
+func parseLimit(raw string, def, max int) (int, *Error) {
+	if raw == "" {
+		return def, nil
+	}
+	n, ok := parseSmallInt(raw)
+	if !ok || n < 1 || n > max {
+		return 0, invalidParam("limit must be an integer from 1 to " + strconv.Itoa(max))
+	}
+	return n, nil
+}
+
+// parseSmallInt reads up to 6 decimal digits, nothing else (no sign, no
+// spaces, no exponent).
+func parseSmallInt(s string) (int, bool) {
+	if s == "" || len(s) > 6 {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// validID reports whether s is a universal id: [A-Za-z0-9_-]{1,64}.
+func validID(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseIDs reads the snapshot's ids: comma-separated universal ids, 1 to 50
+// after removing duplicates, in request order. The ids are copied: Fiber's
+// query strings are reused after the handler.
+func parseIDs(raw string) ([]string, *Error) {
+	if raw == "" {
+		return nil, invalidParam("ids is required: 1 to 50 comma-separated market ids")
+	}
+	// 50 ids of 64 characters and their commas, and a little slack for
+	// duplicates; anything longer cannot be valid after de-duplication
+	// without being absurd.
+	if len(raw) > 64*1024 {
+		return nil, invalidParam("ids is too long")
+	}
+	seen := make(map[string]bool, 16)
+	var ids []string
+	for part := range strings.SplitSeq(raw, ",") {
+		if !validID(part) {
+			return nil, invalidParam("ids holds a malformed market id " + strconv.Quote(truncated(part)) + ": ids match [A-Za-z0-9_-]{1,64}")
+		}
+		if seen[part] {
+			continue
+		}
+		seen[part] = true
+		ids = append(ids, strings.Clone(part))
+		if len(ids) > MaxSnapshotIDs {
+			return nil, invalidParam("ids holds more than 50 distinct market ids")
+		}
+	}
+	return ids, nil
+}
+
+func truncated(s string) string {
+	if len(s) > 70 {
+		return s[:70] + "…"
+	}
+	return s
+}
+
+// listQuery is the parsed query of GET /events.
+type listQuery struct {
+	filter store.ListFilter
+	limit  int
+	cursor string
+}
+
+// parseListQuery reads limit, category, venue and min_venues.
+func parseListQuery(limit, category, venue, minVenues, cursor string) (listQuery, *Error) {
+	var q listQuery
+	var err *Error
+	if q.limit, err = parseLimit(limit, 50, 100); err != nil {
+		return q, err
+	}
+	if category != "" {
+		if !validCategory(category) {
+			return q, invalidParam("category must match [a-z0-9-]{1,32}")
+		}
+		q.filter.Category = strings.Clone(category)
+	}
+	if venue != "" {
+		if store.VenueIndex(venue) < 0 {
+			return q, invalidParam("venue must be one of venue_a, venue_b, venue_c, venue_d")
+		}
+		q.filter.Venue = strings.Clone(venue)
+	}
+	if minVenues != "" {
+		n, ok := parseSmallInt(minVenues)
+		if !ok || n < 1 || n > 4 {
+			return q, invalidParam("min_venues must be an integer from 1 to 4")
+		}
+		q.filter.MinVenues = n
+	}
+	q.cursor = strings.Clone(cursor)
+	return q, nil
+}
+
+func validCategory(s string) bool {
+	if len(s) == 0 || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseSearch reads q (at most 100 characters, valid UTF-8) and limit.
+func parseSearch(q, limit string) (string, int, *Error) {
+	if !utf8.ValidString(q) {
+		return "", 0, invalidParam("q must be UTF-8 text")
+	}
+	if utf8.RuneCountInString(q) > MaxQueryLen {
+		return "", 0, invalidParam("q must be at most 100 characters")
+	}
+	n, err := parseLimit(limit, 20, 50)
+	if err != nil {
+		return "", 0, err
+	}
+	return strings.Clone(q), n, nil
+}

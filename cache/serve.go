@@ -1,0 +1,164 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/store"
+)
+
+// The reads an API node queues on its one Redis round trip per request
+// (the pipeline that also carries the request's limits), and their parsing.
+
+// QueueEvent queues the read of an event's document.
+func (c *Cache) QueueEvent(p redis.Pipeliner, id string) *redis.SliceCmd {
+	return p.HMGet(context.Background(), c.EventKey(id), "g", "b", "m")
+}
+
+// ParseEvent reads a queued event document.
+func ParseEvent(cmd *redis.SliceCmd) (EventEntry, error) {
+	vals, err := cmd.Result()
+	if err != nil {
+		return EventEntry{}, err
+	}
+	var e EventEntry
+	if g, ok := vals[0].(string); ok {
+		e.Found = true
+		e.Gen, _ = strconv.ParseInt(g, 10, 64)
+	}
+	if b, ok := vals[1].(string); ok {
+		e.Body = []byte(b)
+	}
+	if m, ok := vals[2].(string); ok {
+		e.MergedInto = m
+	}
+	return e, nil
+}
+
+// QueueMarket queues the read of a market's price item and served flag.
+func (c *Cache) QueueMarket(p redis.Pipeliner, id string) *redis.SliceCmd {
+	return p.HMGet(context.Background(), c.MarketKey(id), "g", "s", "b")
+}
+
+// ParseMarket reads a queued price item.
+func ParseMarket(cmd *redis.SliceCmd) (MarketEntry, error) {
+	vals, err := cmd.Result()
+	if err != nil {
+		return MarketEntry{}, err
+	}
+	var m MarketEntry
+	if g, ok := vals[0].(string); ok {
+		m.Found = true
+		m.Gen, _ = strconv.ParseInt(g, 10, 64)
+	}
+	m.Served = vals[1] == "1"
+	if b, ok := vals[2].(string); ok {
+		m.Body = []byte(b)
+	}
+	return m, nil
+}
+
+// QueueTrades queues the read of a market's newest trades, newest first.
+func (c *Cache) QueueTrades(p redis.Pipeliner, id string, limit int) *redis.StringSliceCmd {
+	return p.ZRevRange(context.Background(), c.TradesKey(id), 0, int64(limit-1))
+}
+
+// listPage reads one page of a listing set and its summaries, in one script
+// on the {i} slot. KEYS: the set, {i}:s, {i}:ok. ARGV: the ZRANGE BYLEX
+// start ("-" or "(<id>"), the count. Returns {0} when the listing is not
+// known to be complete (Redis was flushed and not yet rebuilt), else
+// {1, id, summary, id, summary, ...}.
+var listPage = redis.NewScript(`
+if redis.call('EXISTS', KEYS[3]) == 0 then return {0} end
+local ids = redis.call('ZRANGE', KEYS[1], ARGV[1], '+', 'BYLEX', 'LIMIT', 0, tonumber(ARGV[2]))
+local out = {1}
+if #ids == 0 then return out end
+local sums = redis.call('HMGET', KEYS[2], unpack(ids))
+for i, id in ipairs(ids) do
+  if sums[i] then
+    out[#out + 1] = id
+    out[#out + 1] = sums[i]
+  end
+end
+return out
+`)
+
+// QueueListPage queues the read of up to count listed events of a set with
+// ids above after (bytewise), ascending.
+func (c *Cache) QueueListPage(p redis.Pipeliner, set, after string, count int) *redis.Cmd {
+	start := "-"
+	if after != "" {
+		start = "(" + after
+	}
+	return listPage.EvalSha(context.Background(), p,
+		[]string{c.SetKey(set), c.listingKey("s"), c.listingKey("ok")}, start, count)
+}
+
+// ErrListingIncomplete means Redis does not hold the whole listing (it was
+// flushed and no rebuild has finished since): read it from the store.
+var ErrListingIncomplete = errors.New("cache: the listing is not complete in Redis")
+
+// ParseListPage reads a queued listing page. When the script was lost
+// (NOSCRIPT), it runs it again directly.
+func (c *Cache) ParseListPage(ctx context.Context, cmd *redis.Cmd, set, after string, count int) (ids []string, summaries [][]byte, err error) {
+	vals, err := cmd.Slice()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		start := "-"
+		if after != "" {
+			start = "(" + after
+		}
+		vals, err = listPage.Run(ctx, c.rdb, []string{c.SetKey(set), c.listingKey("s"), c.listingKey("ok")}, start, count).Slice()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("cache: list %s: %w", set, err)
+	}
+	if len(vals) == 0 || vals[0] != int64(1) {
+		return nil, nil, ErrListingIncomplete
+	}
+	for i := 1; i+1 < len(vals); i += 2 {
+		id, _ := vals[i].(string)
+		sum, _ := vals[i+1].(string)
+		ids, summaries = append(ids, id), append(summaries, []byte(sum))
+	}
+	return ids, summaries, nil
+}
+
+// ListingComplete reports whether Redis holds the whole listing.
+func (c *Cache) ListingComplete(ctx context.Context) (bool, error) {
+	n, err := c.rdb.Exists(ctx, c.listingKey("ok")).Result()
+	return n == 1, err
+}
+
+// markComplete records that the listing is whole (after a rebuild).
+func (c *Cache) markComplete(ctx context.Context) error {
+	return c.rdb.Set(ctx, c.listingKey("ok"), "1", 0).Err()
+}
+
+// EnsureComplete rebuilds the cache from src when Redis does not hold the
+// whole listing (first start, or Redis lost its data), under a lock so that
+// one ingest worker does it. It reports whether it rebuilt.
+func (c *Cache) EnsureComplete(ctx context.Context, src Source) (bool, RebuildStats, error) {
+	ok, err := c.ListingComplete(ctx)
+	if err != nil || ok {
+		return false, RebuildStats{}, err
+	}
+	lock := c.listingKey("rebuilding")
+	got, err := c.rdb.SetNX(ctx, lock, "1", 10*time.Minute).Result()
+	if err != nil || !got {
+		return false, RebuildStats{}, err
+	}
+	defer c.rdb.Del(context.WithoutCancel(ctx), lock)
+	st, err := c.Rebuild(ctx, src)
+	return err == nil, st, err
+}
+
+// ApplyDocs writes documents read from the store to repair what Redis lost.
+// The revisions guard them like any ingest write.
+func (c *Cache) ApplyDocs(ctx context.Context, events []store.EventDoc, markets []store.MarketDoc, trades []store.Trade) error {
+	return c.Apply(ctx, &store.Result{Events: events, Markets: markets, Trades: trades})
+}
