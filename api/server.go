@@ -54,7 +54,7 @@ type Deps struct {
 	Cache *cache.Cache
 	// Fallback answers what Redis lacks.
 	Fallback Fallback
-	Limiter     *ratelimit.Limiter
+	Limiter  *ratelimit.Limiter
 	// NC receives key change notices and presence; nil in some tests.
 	NC       *nats.Conn
 	Log      *slog.Logger
