@@ -222,7 +222,9 @@ func TestOpenAPIRoutes(t *testing.T) {
 			d := d.with(t)
 			item := d.resolve(d.get(d.root, "paths", r.path))
 			for k := range item {
-				if k != "get" && k != "parameters" && k != "summary" && k != "description" {
+				// x-availability: planned marks routes of later work (account
+				// routes, streams) that the router does not serve yet.
+				if k != "get" && k != "parameters" && k != "summary" && k != "description" && k != "x-availability" {
 					t.Errorf("path item has %q; every route is GET only", k)
 				}
 			}
