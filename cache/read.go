@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -127,6 +128,25 @@ func (c *Cache) Summaries(ctx context.Context) (map[string][]byte, error) {
 	}
 	if err := iter.Err(); err != nil {
 		return nil, fmt.Errorf("cache: read summaries: %w", err)
+	}
+	return out, nil
+}
+
+// SummariesOf reads the summaries of ids (what search re-reads after a change
+// notice). An id with no summary — not listed, or no longer — is left out of
+// the map.
+func (c *Cache) SummariesOf(ctx context.Context, ids []string) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(ids))
+	for chunk := range slices.Chunk(ids, 1000) {
+		vals, err := c.rdb.HMGet(ctx, c.listingKey("s"), chunk...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("cache: read %d summaries: %w", len(chunk), err)
+		}
+		for i, v := range vals {
+			if s, ok := v.(string); ok {
+				out[chunk[i]] = []byte(s)
+			}
+		}
 	}
 	return out, nil
 }

@@ -1,0 +1,782 @@
+package api
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/testenv"
+	"github.com/marketdata/marketdata/store"
+)
+
+// fakeSummaries is a summarySource over a map, as P{i}:s would hold it.
+type fakeSummaries struct {
+	mu sync.Mutex
+	m  map[string][]byte
+	// meta holds what m's summaries say, for the reference answer.
+	meta map[string]searchMeta
+	// afterRead, when set, runs after Summaries has copied the map and
+	// before it returns (to change the source under a Load).
+	afterRead func()
+}
+
+type searchMeta struct {
+	title  string
+	volume float64
+}
+
+func newFakeSummaries() *fakeSummaries {
+	return &fakeSummaries{m: map[string][]byte{}, meta: map[string]searchMeta{}}
+}
+
+func (f *fakeSummaries) put(id, title string, volume float64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.m[id] = searchSummary(id, title, volume)
+	f.meta[id] = searchMeta{title, volume}
+}
+
+func (f *fakeSummaries) remove(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.m, id)
+	delete(f.meta, id)
+}
+
+func (f *fakeSummaries) Summaries(context.Context) (map[string][]byte, error) {
+	f.mu.Lock()
+	out := make(map[string][]byte, len(f.m))
+	for id, s := range f.m {
+		out[id] = s
+	}
+	hook := f.afterRead
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return out, nil
+}
+
+func (f *fakeSummaries) SummariesOf(_ context.Context, ids []string) (map[string][]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string][]byte{}
+	for _, id := range ids {
+		if s, ok := f.m[id]; ok {
+			out[id] = s
+		}
+	}
+	return out, nil
+}
+
+// searchSummary renders a summary with the fields search reads (and one it
+// does not, to show the bytes are answered untouched).
+func searchSummary(id, title string, volume float64) []byte {
+	b, err := json.Marshal(map[string]any{"universal_id": id, "title": title, "volume": volume, "status": "active"})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// searchIDs reads the universal ids of an answer.
+func searchIDs(t testing.TB, got [][]byte) []string {
+	t.Helper()
+	ids := make([]string, len(got))
+	for i, raw := range got {
+		var s struct {
+			UniversalID string `json:"universal_id"`
+		}
+		if err := json.Unmarshal(raw, &s); err != nil {
+			t.Fatalf("answer %d: %v: %s", i, err, raw)
+		}
+		ids[i] = s.UniversalID
+	}
+	return ids
+}
+
+func loadedIndex(t testing.TB, src summarySource) *searchIndex {
+	t.Helper()
+	return loadedIndexSized(t, src, searchBlockSize)
+}
+
+// loadedIndexSized loads an index cutting blocks of size (small sizes make
+// Updates split and join blocks).
+func loadedIndexSized(t testing.TB, src summarySource, size int) *searchIndex {
+	t.Helper()
+	x := newSearchIndex(src)
+	x.blockSize = size
+	if x.Ready() {
+		t.Fatal("ready before the first load")
+	}
+	if err := x.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !x.Ready() {
+		t.Fatal("not ready after a load")
+	}
+	return x
+}
+
+type searchCase struct {
+	q     string
+	limit int
+	want  []string
+}
+
+func checkSearches(t *testing.T, x *searchIndex, tests []searchCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%q limit %d", tt.q, tt.limit), func(t *testing.T) {
+			got := searchIDs(t, x.Search(tt.q, tt.limit))
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSearchRanking(t *testing.T) {
+	src := newFakeSummaries()
+	// Ties at volume 10 among ids "B" < "a" < "aa" < "d" bytewise (a
+	// case-insensitive or locale collation would put "B" after "a").
+	src.put("a", "Election 2024", 10)
+	src.put("B", "Election night", 10)
+	src.put("aa", "election", 10)
+	src.put("f", "ELECTION results", 20)
+	src.put("c", "US election", 50)
+	src.put("d", "Presidential Election", 10)
+	src.put("0", "Re-election bid", 10)
+	src.put("h", "Sports final", 1000)
+	src.put("e", "Elect a mayor", 500)
+	x := loadedIndex(t, src)
+	if x.Len() != 9 {
+		t.Fatalf("len %d, want 9", x.Len())
+	}
+	all := []string{"f", "B", "a", "aa", "c", "0", "d"}
+	checkSearches(t, x, []searchCase{
+		{"election", 20, all},
+		{"election", 7, all},
+		{"election", 5, all[:5]},
+		{"election", 4, all[:4]},
+		{"election", 3, all[:3]},
+		{"election", 1, all[:1]},
+		{"election", 0, []string{}},
+		{"elect", 20, []string{"e", "f", "B", "a", "aa", "c", "0", "d"}},
+		// The prefix group comes first even with a lower volume.
+		{"sports", 20, []string{"h"}},
+		{"final", 20, []string{"h"}},
+		{"us ", 20, []string{"c"}},
+		{"nothing like it", 20, []string{}},
+		{"election 2024 and more", 20, []string{}},
+	})
+}
+
+func TestSearchEmptyQuery(t *testing.T) {
+	src := newFakeSummaries()
+	src.put("a", "One", 5)
+	src.put("B", "Two", 5)
+	src.put("aa", "Three", 5)
+	src.put("z", "Four", 7.5)
+	src.put("y", "Five", 0)
+	x := loadedIndex(t, src)
+	checkSearches(t, x, []searchCase{
+		{"", 20, []string{"z", "B", "a", "aa", "y"}},
+		{"", 2, []string{"z", "B"}},
+		{"", 1, []string{"z"}},
+	})
+	if got := newSearchIndex(src).Search("", 20); got == nil || len(got) != 0 {
+		t.Errorf("unloaded index: got %q, want an empty answer", got)
+	}
+}
+
+func TestSearchLiteral(t *testing.T) {
+	src := newFakeSummaries()
+	src.put("pct", "100% sure", 9)
+	src.put("nopct", "1000 sure", 8)
+	src.put("under", "a_b market", 7)
+	src.put("nounder", "axb market", 6)
+	src.put("dotstar", "x.*y rule", 5)
+	src.put("nodot", "xaay rule", 4)
+	src.put("regex", "Price [up] (or) down? ^$ | \\d+", 3)
+	// Ingest refuses NUL in titles; one in the cache matches as U+FFFD.
+	src.put("nul", "q\x00j", 2)
+	src.put("qj", "qj", 1)
+	x := loadedIndex(t, src)
+	checkSearches(t, x, []searchCase{
+		{"%", 20, []string{"pct"}},
+		{"100%", 20, []string{"pct"}},
+		{"0%", 20, []string{"pct"}},
+		{"_", 20, []string{"under"}},
+		{"a_b", 20, []string{"under"}},
+		{"a_", 20, []string{"under"}},
+		{".*", 20, []string{"dotstar"}},
+		{"x.*y", 20, []string{"dotstar"}},
+		{".", 20, []string{"dotstar"}},
+		{"*", 20, []string{"dotstar"}},
+		{"x.", 20, []string{"dotstar"}},
+		{"[up]", 20, []string{"regex"}},
+		{"(or)", 20, []string{"regex"}},
+		{"?", 20, []string{"regex"}},
+		{"^$", 20, []string{"regex"}},
+		{"\\d+", 20, []string{"regex"}},
+		{"[", 20, []string{"regex"}},
+		{"\\", 20, []string{"regex"}},
+		{"%%", 20, []string{}},
+		{"a.b", 20, []string{}},
+		{"q", 20, []string{"nul", "qj"}},
+		{"j", 20, []string{"nul", "qj"}},
+		{"\uFFFDj", 20, []string{"nul"}},
+		{"\x00", 20, []string{}},
+		{"q\x00j", 20, []string{}},
+		// A match never runs from one title into the next.
+		{"jq", 20, []string{}},
+		{"j\x00q", 20, []string{}},
+	})
+}
+
+func TestSearchCaseInsensitive(t *testing.T) {
+	src := newFakeSummaries()
+	src.put("e1", "Élection présidentielle", 3)
+	src.put("e2", "ÉLECTION LÉGISLATIVE", 2)
+	src.put("e3", "Une élection", 1)
+	src.put("m", "MiXeD CaSe Title", 1)
+	src.put("g", "ΣΕΛΗΝΗ landing", 1)
+	src.put("s", "Straße closed", 1)
+	x := loadedIndex(t, src)
+	checkSearches(t, x, []searchCase{
+		{"élec", 20, []string{"e1", "e2", "e3"}},
+		{"ÉLEC", 20, []string{"e1", "e2", "e3"}},
+		{"Élection", 20, []string{"e1", "e2", "e3"}},
+		{"élection PRÉS", 20, []string{"e1"}},
+		{"législative", 20, []string{"e2"}},
+		// Unaccented letters are other letters.
+		{"elec", 20, []string{}},
+		{"mixed case", 20, []string{"m"}},
+		{"MIXED CASE TITLE", 20, []string{"m"}},
+		{"xEd cAsE", 20, []string{"m"}},
+		{"σελήνη", 20, []string{}}, // accented η is another letter
+		{"σεληνη", 20, []string{"g"}},
+		{"straße", 20, []string{"s"}},
+		// Documented: simple case mapping only, no full folding.
+		{"strasse", 20, []string{}},
+	})
+}
+
+func TestSearchUpdate(t *testing.T) {
+	for _, size := range []int{2, searchBlockSize} {
+		t.Run(fmt.Sprintf("block %d", size), func(t *testing.T) { testSearchUpdate(t, size) })
+	}
+}
+
+func testSearchUpdate(t *testing.T, size int) {
+	ctx := context.Background()
+	src := newFakeSummaries()
+	src.put("a", "Alpha cup", 30)
+	src.put("b", "Beta cup", 20)
+	src.put("c", "Gamma cup", 10)
+	x := loadedIndexSized(t, src, size)
+	steps := []struct {
+		name   string
+		change func()
+		ids    []string
+		want   []string // search "cup"
+	}{
+		{"add", func() { src.put("d", "Delta cup", 25) }, []string{"d"}, []string{"a", "d", "b", "c"}},
+		{"replace volume", func() { src.put("c", "Gamma cup", 40) }, []string{"c"}, []string{"c", "a", "d", "b"}},
+		{"replace title", func() { src.put("a", "Cup final", 30) }, []string{"a"}, []string{"a", "c", "d", "b"}},
+		{"remove", func() { src.remove("d") }, []string{"d"}, []string{"a", "c", "b"}},
+		{"unknown id", func() {}, []string{"nope"}, []string{"a", "c", "b"}},
+		{"same state again", func() {}, []string{"a", "b", "c"}, []string{"a", "c", "b"}},
+		{"tie moves by id", func() { src.put("b", "Beta cup", 40) }, []string{"b"}, []string{"a", "b", "c"}},
+		{"batch", func() {
+			src.remove("a")
+			src.put("e", "Epsilon cup", 1)
+			src.put("c", "Gamma", 40)
+			src.put("f", "cup f", 40)
+		}, []string{"a", "e", "c", "f", "e"}, []string{"f", "b", "e"}},
+		{"empty", func() {}, nil, []string{"f", "b", "e"}},
+	}
+	for _, st := range steps {
+		st.change()
+		if err := x.Update(ctx, st.ids); err != nil {
+			t.Fatal(err)
+		}
+		checkSearchIndex(t, x)
+		if got := searchIDs(t, x.Search("cup", 20)); !slices.Equal(got, st.want) {
+			t.Errorf("%s: got %q, want %q", st.name, got, st.want)
+		}
+	}
+	if got, want := x.Len(), 4; got != want {
+		t.Errorf("len %d, want %d", got, want)
+	}
+	// The answer is the cached summary, byte for byte.
+	if got, want := x.Search("", 1), searchSummary("b", "Beta cup", 40); len(got) != 1 || !bytes.Equal(got[0], want) {
+		t.Errorf("got %s, want the summary as cached: %s", got, want)
+	}
+}
+
+// A Load that read the source before an Update keeps what the Update found:
+// the Update's read may be the newer one.
+func TestSearchLoadKeepsConcurrentUpdates(t *testing.T) {
+	ctx := context.Background()
+	src := newFakeSummaries()
+	src.put("x", "Old x", 1)
+	src.put("y", "Old y", 2)
+	src.put("w", "Untouched w", 3)
+	x := loadedIndex(t, src)
+
+	reading, release := make(chan struct{}), make(chan struct{})
+	src.afterRead = func() {
+		close(reading)
+		<-release
+	}
+	done := make(chan error)
+	go func() { done <- x.Load(ctx) }()
+	<-reading
+	src.afterRead = nil
+	src.put("x", "New x", 5)
+	src.remove("y")
+	src.put("z", "New z", 4)
+	if err := x.Update(ctx, []string{"x", "y", "z"}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := searchIDs(t, x.Search("", 20)), []string{"x", "z", "w"}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := searchIDs(t, x.Search("new x", 20)); !slices.Equal(got, []string{"x"}) {
+		t.Errorf("x: got %q, want the updated title", got)
+	}
+}
+
+// searchReference is the contract's whole answer (no limit), computed the
+// slow, obvious way.
+func searchReference(meta map[string]searchMeta, q string) []string {
+	ids := slices.SortedFunc(maps.Keys(meta), func(a, b string) int {
+		if c := cmp.Compare(meta[b].volume, meta[a].volume); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	var pre, in []string
+	lq := strings.ToLower(q)
+	for _, id := range ids {
+		lt := strings.ToLower(meta[id].title)
+		switch {
+		case strings.HasPrefix(lt, lq):
+			pre = append(pre, id)
+		case strings.Contains(lt, lq):
+			in = append(in, id)
+		}
+	}
+	return append(pre, in...)
+}
+
+// checkSearchIndex checks the snapshot's invariants: blocks non-empty and
+// within bounds, entries in order, titles laid out as the offsets say, and
+// the writers' volume map in step.
+func checkSearchIndex(t *testing.T, x *searchIndex) {
+	t.Helper()
+	s := x.snap.Load()
+	n := 0
+	var prev *searchEntry
+	for bi, b := range s.blocks {
+		if len(b.entries) == 0 || (len(s.blocks) > 1 && len(b.entries) > 2*x.blockSize+1) {
+			t.Fatalf("block %d of %d has %d entries (block size %d)", bi, len(s.blocks), len(b.entries), x.blockSize)
+		}
+		if len(b.starts) != len(b.entries)+1 || len(b.firsts) != len(b.entries) || b.starts[0] != 0 ||
+			b.starts[len(b.entries)] != len(b.text)-1 {
+			t.Fatalf("block %d: layout of %d entries: %d starts, %d firsts, text %d bytes", bi, len(b.entries), len(b.starts), len(b.firsts), len(b.text))
+		}
+		for i := range b.entries {
+			e := &b.entries[i]
+			if prev != nil && compareEntries(prev, e) >= 0 {
+				t.Fatalf("block %d entry %d (%s) not after %s", bi, i, e.id, prev.id)
+			}
+			prev = e
+			if b.text[b.starts[i]] != searchSep {
+				t.Fatalf("block %d entry %d: no separator", bi, i)
+			}
+			var s struct {
+				Title string `json:"title"`
+			}
+			if err := json.Unmarshal(e.raw, &s); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := b.title(i), strings.ToLower(s.Title); got != want {
+				t.Fatalf("block %d entry %d: title %q, want %q", bi, i, got, want)
+			}
+			if want := cmp.Or(b.title(i), string(searchSep))[0]; b.firsts[i] != want {
+				t.Fatalf("block %d entry %d: first byte %q, want %q", bi, i, b.firsts[i], want)
+			}
+			if v, ok := x.vol[e.id]; !ok || v != e.volume {
+				t.Fatalf("vol[%s] = %v, %v; want %v", e.id, v, ok, e.volume)
+			}
+		}
+		n += len(b.entries)
+	}
+	if n != s.n || n != len(x.vol) {
+		t.Fatalf("%d entries, n %d, %d volumes", n, s.n, len(x.vol))
+	}
+}
+
+// Random titles and updates, against the reference after every step, with
+// blocks small enough to split and join.
+func TestSearchMatchesReference(t *testing.T) {
+	for _, size := range []int{1, 3, 8, searchBlockSize} {
+		t.Run(fmt.Sprintf("block %d", size), func(t *testing.T) {
+			testSearchMatchesReference(t, size)
+		})
+	}
+}
+
+func testSearchMatchesReference(t *testing.T, size int) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, uint64(size)))
+	words := []string{"ab", "AB", "ba", "b", "a.b", "a_b", "Ä", "ä", "x%"}
+	title := func() string {
+		n := rng.IntN(4)
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = words[rng.IntN(len(words))]
+		}
+		return strings.Join(parts, " ")
+	}
+	id := func() string { return fmt.Sprintf("%c%d", "aAbB"[rng.IntN(4)], rng.IntN(60)) }
+	src := newFakeSummaries()
+	for range 80 {
+		src.put(id(), title(), float64(rng.IntN(5)))
+	}
+	x := loadedIndexSized(t, src, size)
+	queries := []string{"", "a", "A", "ab", "b", "a.b", ".", "_", "ä", "Ä", "x%", "%", "ab ab", " ", "b a"}
+	for step := range 400 {
+		// Growth then shrinkage, so blocks both split and join.
+		ids := make([]string, rng.IntN(8))
+		for i := range ids {
+			ids[i] = id()
+			if (step < 200 && rng.IntN(4) == 0) || (step >= 200 && rng.IntN(4) != 0) {
+				src.remove(ids[i])
+			} else {
+				src.put(ids[i], title(), float64(rng.IntN(5)))
+			}
+		}
+		if step%100 == 99 {
+			if err := x.Load(ctx); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := x.Update(ctx, ids); err != nil {
+			t.Fatal(err)
+		}
+		checkSearchIndex(t, x)
+		if x.Len() != len(src.m) {
+			t.Fatalf("step %d: len %d, want %d", step, x.Len(), len(src.m))
+		}
+		for _, q := range queries {
+			all := searchReference(src.meta, q)
+			for _, limit := range []int{1, 3, 20, 50} {
+				got, want := searchIDs(t, x.Search(q, limit)), all[:min(len(all), limit)]
+				if !slices.Equal(got, want) {
+					t.Fatalf("step %d, q %q, limit %d:\n got %q\nwant %q", step, q, limit, got, want)
+				}
+			}
+		}
+	}
+}
+
+// Searches run while updates and loads replace the snapshot (run with -race).
+func TestSearchConcurrentWithUpdates(t *testing.T) {
+	ctx := context.Background()
+	src := newFakeSummaries()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 2000 {
+		src.put(fmt.Sprintf("ev-%d", i), fmt.Sprintf("Event %d cup", i), float64(rng.IntN(100)))
+	}
+	x := loadedIndex(t, src)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for r := range 4 {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				q := []string{"", "event 1", "cup", "7 cup", "zz"}[(n+r)%5]
+				got := x.Search(q, 20)
+				// Every answer is in order: volume never rises within a group.
+				var prev struct {
+					Title  string  `json:"title"`
+					Volume float64 `json:"volume"`
+				}
+				prevPrefix := true
+				for i, raw := range got {
+					var s struct {
+						Title  string  `json:"title"`
+						Volume float64 `json:"volume"`
+					}
+					if err := json.Unmarshal(raw, &s); err != nil {
+						errs <- err
+						return
+					}
+					isPrefix := strings.HasPrefix(strings.ToLower(s.Title), q)
+					if i > 0 && ((isPrefix && !prevPrefix) || (isPrefix == prevPrefix && s.Volume > prev.Volume)) {
+						errs <- fmt.Errorf("q %q: answer out of order at %d: %s after %v", q, i, raw, prev)
+						return
+					}
+					prev, prevPrefix = s, isPrefix
+				}
+			}
+		})
+	}
+	for i := range 300 {
+		var ids []string
+		for range 10 {
+			id := fmt.Sprintf("ev-%d", rng.IntN(2200))
+			if rng.IntN(4) == 0 {
+				src.remove(id)
+			} else {
+				src.put(id, fmt.Sprintf("Event %s cup", id), float64(rng.IntN(100)))
+			}
+			ids = append(ids, id)
+		}
+		if err := x.Update(ctx, ids); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 0 {
+			wg.Go(func() {
+				if err := x.Load(ctx); err != nil {
+					errs <- err
+				}
+			})
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	checkSearchIndex(t, x)
+	if got, want := searchIDs(t, x.Search("cup", 50)), searchReference(src.meta, "cup")[:50]; !slices.Equal(got, want) {
+		t.Errorf("final state:\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestSearchRun(t *testing.T) {
+	src := newFakeSummaries()
+	src.put("a", "Alpha", 1)
+	x := newSearchIndex(src)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		x.Run(ctx, 10*time.Millisecond)
+		close(done)
+	}()
+	// A notice that never came: the resync finds the new event anyway.
+	src.put("b", "Beta", 2)
+	deadline := time.Now().Add(5 * time.Second)
+	for x.Len() != 2 || !x.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not resynced: len %d, ready %v", x.Len(), x.Ready())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+}
+
+// The index over the real cache: summaries written by cache.Apply, read by
+// Summaries and SummariesOf.
+func TestSearchRedis(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := testenv.Redis(t)
+	now := time.Date(2024, 5, 10, 12, 0, 0, 0, time.UTC)
+	c := cache.New(rdb, prefix, cache.Rules{Retention: 24 * time.Hour, Now: func() time.Time { return now }})
+	venue := func(s string) *string { return &s }
+	event := func(id, title, status string, volume float64) *store.Event {
+		return &store.Event{ID: id, Version: 1, Title: title, Category: "politics", Status: status,
+			VenueIDs: [4]*string{venue("A-" + id), venue("b-" + id), nil, nil}, Volume: volume, UpdatedAt: now}
+	}
+	oneVenue := event("one", "Election with one venue", store.StatusActive, 99)
+	oneVenue.VenueIDs[1] = nil
+	apply := func(rev int64, events ...*store.Event) {
+		t.Helper()
+		res := &store.Result{}
+		for _, e := range events {
+			res.Events = append(res.Events, store.EventDoc{ID: e.ID, Rev: rev, Event: e})
+		}
+		if err := c.Apply(ctx, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(1,
+		event("a", "Election 2024", store.StatusActive, 10),
+		event("B", "Election night", store.StatusActive, 10),
+		event("aa", "election", store.StatusActive, 10),
+		event("c", "US Election", store.StatusActive, 50),
+		event("r", "Election resolved", store.StatusResolved, 80),
+		oneVenue,
+	)
+
+	got, err := c.SummariesOf(ctx, []string{"a", "r", "one", "missing", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := slices.Sorted(maps.Keys(got)); !slices.Equal(ids, []string{"a", "c"}) {
+		t.Errorf("SummariesOf: ids %q, want [a c]", ids)
+	}
+	if empty, err := c.SummariesOf(ctx, nil); err != nil || len(empty) != 0 {
+		t.Errorf("SummariesOf(nil) = %v, %v; want an empty map", empty, err)
+	}
+
+	x := loadedIndex(t, c)
+	checkSearches(t, x, []searchCase{{"election", 20, []string{"B", "a", "aa", "c"}}})
+	// Answers are the cached bytes.
+	want, err := rdb.HGet(ctx, prefix+"{i}:s", "c").Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans := x.Search("us elec", 1); len(ans) != 1 || !bytes.Equal(ans[0], want) {
+		t.Errorf("got %s, want the cached %s", ans, want)
+	}
+
+	merged := event("a", "Election 2024", store.StatusMerged, 10)
+	merged.MergedInto = venue("B")
+	apply(2, merged, event("aa", "election", store.StatusActive, 70), event("d", "Electoral map", store.StatusActive, 1))
+	if err := x.Update(ctx, []string{"a", "aa", "d"}); err != nil {
+		t.Fatal(err)
+	}
+	checkSearches(t, x, []searchCase{
+		{"elect", 20, []string{"aa", "B", "d", "c"}},
+		{"", 20, []string{"aa", "c", "B", "d"}},
+	})
+}
+
+// searchCorpus builds n synthetic events: titles from a few templates, so
+// queries of every selectivity exist.
+func searchCorpus(n int) *fakeSummaries {
+	rng := rand.New(rand.NewPCG(7, 8))
+	people := []string{"Alice Martin", "Bob Nguyen", "Chloé Dubois", "Dmitri Volkov", "Eva Schmidt", "Farid Haddad", "Grace Lee", "Hiro Tanaka"}
+	offices := []string{"Senate", "House", "Governor", "Mayor", "President", "Parliament"}
+	places := []string{"Ohio", "Texas", "Québec", "Bavaria", "Kyoto", "Lagos", "Lima", "Oslo", "Perth", "Zürich"}
+	things := []string{"BTC", "ETH", "gold", "oil", "S&P 500", "CPI", "GDP", "rates"}
+	src := newFakeSummaries()
+	for i := range n {
+		var title string
+		switch i % 4 {
+		case 0:
+			title = fmt.Sprintf("Will %s win the %d %s race in %s?", people[rng.IntN(len(people))], 2024+rng.IntN(4), offices[rng.IntN(len(offices))], places[rng.IntN(len(places))])
+		case 1:
+			title = fmt.Sprintf("%s above %d by %s %d?", things[rng.IntN(len(things))], rng.IntN(100000), []string{"June", "July", "December"}[rng.IntN(3)], 2025+rng.IntN(3))
+		case 2:
+			title = fmt.Sprintf("%s %s election: turnout over %d%%", places[rng.IntN(len(places))], offices[rng.IntN(len(offices))], 40+rng.IntN(50))
+		default:
+			title = fmt.Sprintf("Who will lead %s on %s? #%d", places[rng.IntN(len(places))], []string{"climate", "trade", "housing"}[rng.IntN(3)], i)
+		}
+		src.put(fmt.Sprintf("ev-%06d", i), title, float64(rng.IntN(1_000_000))/100)
+	}
+	return src
+}
+
+// searchQueries span selectivities: everything, a common prefix (early
+// stop), common and rare substrings, a non-ASCII one, one title, none (a
+// full scan).
+var searchQueries = []string{"", "will", "election", "senate", "zürich", "#4242", "kyoto housing", "no such title"}
+
+func BenchmarkSearch50k(b *testing.B) {
+	x := loadedIndex(b, searchCorpus(50_000))
+	for _, q := range searchQueries {
+		b.Run(fmt.Sprintf("q=%q", q), func(b *testing.B) {
+			for b.Loop() {
+				x.Search(q, 20)
+			}
+		})
+	}
+}
+
+// BenchmarkSearchUpdate50k is the cost of a change notice naming 10 events.
+func BenchmarkSearchUpdate50k(b *testing.B) {
+	src := searchCorpus(50_000)
+	x := loadedIndex(b, src)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(9, 10))
+	ids := make([]string, 10)
+	for b.Loop() {
+		for i := range ids {
+			ids[i] = fmt.Sprintf("ev-%06d", rng.IntN(50_000))
+			src.put(ids[i], "Updated title "+ids[i], float64(rng.IntN(1_000_000))/100)
+		}
+		if err := x.Update(ctx, ids); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSearchLoad50k(b *testing.B) {
+	x := newSearchIndex(searchCorpus(50_000))
+	for b.Loop() {
+		if err := x.Load(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A sanity guard, not the benchmark: 1,000 random searches over 50,000
+// events while another goroutine applies updates, p99 under 10 ms.
+func TestSearchP99Under10ms(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	src := searchCorpus(50_000)
+	x := loadedIndex(t, src)
+	ids := make([]string, 0, len(src.m))
+	for id := range src.m {
+		ids = append(ids, id)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	writer := make(chan struct{})
+	go func() {
+		defer close(writer)
+		rng := rand.New(rand.NewPCG(11, 12))
+		for ctx.Err() == nil {
+			batch := []string{ids[rng.IntN(len(ids))], ids[rng.IntN(len(ids))]}
+			if err := x.Update(ctx, batch); err != nil {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	rng := rand.New(rand.NewPCG(13, 14))
+	durs := make([]time.Duration, 1000)
+	for i := range durs {
+		q := searchQueries[rng.IntN(len(searchQueries))]
+		start := time.Now()
+		x.Search(q, 1+rng.IntN(50))
+		durs[i] = time.Since(start)
+	}
+	cancel()
+	<-writer
+	slices.Sort(durs)
+	p50, p99 := durs[len(durs)/2], durs[len(durs)*99/100]
+	t.Logf("p50 %v, p99 %v, max %v", p50, p99, durs[len(durs)-1])
+	if p99 >= 10*time.Millisecond {
+		t.Errorf("p99 %v, want < 10ms", p99)
+	}
+}
