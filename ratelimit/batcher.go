@@ -14,10 +14,18 @@ type admitReq struct {
 	res           Admission
 	err           error
 	done          chan struct{}
-	// abandoned is set when the caller stopped waiting and decided alone;
-	// a sender that has not sent it yet drops it, so it is not counted twice.
-	abandoned atomic.Bool
+	// state is reqQueued until a sender takes the request (reqTaken) or the
+	// caller gives up waiting first (reqAbandoned): exactly one of them wins,
+	// so an abandoned request is never counted in Redis, and a taken one is
+	// always finished (done closed) before its caller reads its results.
+	state atomic.Int32
 }
+
+const (
+	reqQueued int32 = iota
+	reqTaken
+	reqAbandoned
+)
 
 // batcher sends queued admissions to Redis together: each sender takes what
 // is queued at that moment (up to maxBatch), so under load many requests
@@ -45,7 +53,7 @@ func (b *batcher) start(l *Limiter) {
 func (b *batcher) send(l *Limiter) {
 	reqs := make([]*admitReq, 0, maxBatch)
 	for first := range b.queue {
-		if first.abandoned.Load() {
+		if !first.state.CompareAndSwap(reqQueued, reqTaken) {
 			continue
 		}
 		reqs = append(reqs[:0], first)
@@ -53,7 +61,7 @@ func (b *batcher) send(l *Limiter) {
 		for len(reqs) < maxBatch {
 			select {
 			case r := <-b.queue:
-				if !r.abandoned.Load() {
+				if r.state.CompareAndSwap(reqQueued, reqTaken) {
 					reqs = append(reqs, r)
 				}
 			default:

@@ -210,26 +210,43 @@ func (l *Limiter) AdmitWith(ctx context.Context, addr, account string, fetch fun
 	select {
 	case l.batcher.queue <- req:
 	case <-timer.C:
-		return l.fallbackAdmit(addr, account, errors.New("ratelimit: admission queue full"))
+		return l.fallbackAdmit(addr, account, fetch, errors.New("ratelimit: admission queue full"))
 	case <-ctx.Done():
-		return l.fallbackAdmit(addr, account, ctx.Err())
+		return l.fallbackAdmit(addr, account, fetch, ctx.Err())
 	}
+	var cause error
 	select {
 	case <-req.done:
 	case <-timer.C:
-		req.abandoned.Store(true)
-		return l.fallbackAdmit(addr, account, errors.New("ratelimit: redis did not answer in time"))
+		cause = errors.New("ratelimit: redis did not answer in time")
 	case <-ctx.Done():
-		req.abandoned.Store(true)
-		return l.fallbackAdmit(addr, account, ctx.Err())
+		cause = ctx.Err()
+	}
+	if cause != nil {
+		if req.state.CompareAndSwap(reqQueued, reqAbandoned) {
+			// Never sent: decide alone; its reads fail below.
+			return l.fallbackAdmit(addr, account, fetch, cause)
+		}
+		// A sender has it: its round trip is bounded by the same timeout,
+		// and the caller's reads must not be touched before it ends.
+		<-req.done
 	}
 	if req.err != nil {
-		return l.fallbackAdmit(addr, account, req.err)
+		a, err := l.fallbackAdmit(addr, account, nil, req.err)
+		return a, err
 	}
 	return req.res, nil
 }
 
-func (l *Limiter) fallbackAdmit(addr, account string, cause error) (Admission, error) {
+func (l *Limiter) fallbackAdmit(addr, account string, fetch func(redis.Pipeliner), cause error) (Admission, error) {
+	if fetch != nil {
+		// The caller's reads were never sent: give each its error.
+		p := l.rdb.Pipeline()
+		fetch(p)
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		p.Exec(done) //nolint:errcheck // every command now carries context.Canceled
+	}
 	var a Admission
 	if a.Blocked, a.BlockedFor = l.fallback.blocked("af:"+addr, l.cfg.AuthFailLimit); !a.Blocked {
 		a.Window = l.fallback.allow("rl:"+account, l.cfg.Limit, l.cfg.Window)
