@@ -95,6 +95,45 @@ type searchBlock struct {
 	starts []int
 	// firsts[i] is the first byte of title i (searchSep when empty).
 	firsts string
+	// grams has the bit of every byte pair in the block's titles set (and
+	// maybe more: see merge): a query with a pair whose bit is clear matches
+	// nowhere in the block, so a search that would find nothing skips most
+	// blocks unread.
+	grams *searchGrams
+}
+
+// searchGrams is a block's pair filter: 1 KB, for about 1,000 distinct
+// pairs in 256 titles.
+type searchGrams [8192 / 64]uint64
+
+// add sets the bits of the pairs of t.
+func (g *searchGrams) add(t string) {
+	for j := 1; j < len(t); j++ {
+		k := gram(t[j-1], t[j])
+		g[k/64] |= 1 << (k % 64)
+	}
+}
+
+// or sets the bits set in o.
+func (g *searchGrams) or(o *searchGrams) {
+	for i := range g {
+		g[i] |= o[i]
+	}
+}
+
+// gram is the filter bit of the byte pair a, b.
+func gram(a, b byte) uint32 {
+	return (uint32(a)<<8 | uint32(b)) * 0x9E3779B1 >> (32 - 13)
+}
+
+// mayHold reports whether every pair of q's may be in the block.
+func (b *searchBlock) mayHold(grams []uint32) bool {
+	for _, g := range grams {
+		if b.grams[g/64]&(1<<(g%64)) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 type searchEntry struct {
@@ -176,7 +215,7 @@ func (x *searchIndex) Load(ctx context.Context) error {
 	slices.SortFunc(items, compareItems)
 	loaded := &searchSnapshot{n: len(items)}
 	for chunk := range slices.Chunk(items, x.blockSize) {
-		loaded.blocks = append(loaded.blocks, newSearchBlock(chunk))
+		loaded.blocks = append(loaded.blocks, newSearchBlock(chunk, nil))
 	}
 
 	x.mu.Lock()
@@ -226,12 +265,20 @@ func (x *searchIndex) Update(ctx context.Context, ids []string) error {
 	return nil
 }
 
-func newSearchBlock(items []searchItem) *searchBlock {
+// newSearchBlock lays out items. grams, when not nil, is a filter that
+// already holds every pair of the items' titles.
+func newSearchBlock(items []searchItem, grams *searchGrams) *searchBlock {
 	size := 1
 	for i := range items {
 		size += 1 + len(items[i].lower)
 	}
-	b := &searchBlock{entries: make([]searchEntry, len(items)), starts: make([]int, len(items)+1)}
+	b := &searchBlock{entries: make([]searchEntry, len(items)), starts: make([]int, len(items)+1), grams: grams}
+	if grams == nil {
+		b.grams = new(searchGrams)
+		for i := range items {
+			b.grams.add(items[i].lower)
+		}
+	}
 	var text strings.Builder
 	text.Grow(size)
 	firsts := make([]byte, len(items))
@@ -329,12 +376,13 @@ func (s *searchSnapshot) merge(vol map[string]float64, changes map[string]*searc
 	if len(s.blocks) == 0 {
 		if c := byBlock[0]; c != nil {
 			slices.SortFunc(c.added, compareItems)
-			out.appendBlocks(c.added, size)
+			out.appendBlocks(c.added, size, nil)
 		}
 		return out
 	}
 	// carry holds a shrunk block's items until they join the next block.
 	var carry []searchItem
+	var carryGrams *searchGrams
 	for bi, b := range s.blocks {
 		c := byBlock[bi]
 		if c == nil && carry == nil {
@@ -342,12 +390,25 @@ func (s *searchSnapshot) merge(vol map[string]float64, changes map[string]*searc
 			continue
 		}
 		items := b.mergeItems(carry, c)
-		carry = nil
+		// The old filter with the added titles' pairs: a removed title's
+		// pairs stay set, which costs a block read now and then until the
+		// next Load, never a match.
+		grams := new(searchGrams)
+		*grams = *b.grams
+		if carryGrams != nil {
+			grams.or(carryGrams)
+		}
+		if c != nil {
+			for i := range c.added {
+				grams.add(c.added[i].lower)
+			}
+		}
+		carry, carryGrams = nil, nil
 		if len(items) < size/2 && bi+1 < len(s.blocks) {
-			carry = items
+			carry, carryGrams = items, grams
 			continue
 		}
-		out.appendBlocks(items, size)
+		out.appendBlocks(items, size, grams)
 	}
 	return out
 }
@@ -378,8 +439,8 @@ func (b *searchBlock) mergeItems(dst []searchItem, c *blockChange) []searchItem 
 }
 
 // appendBlocks adds items as one block, or as blocks of about size when
-// they are more than twice that.
-func (s *searchSnapshot) appendBlocks(items []searchItem, size int) {
+// they are more than twice that; grams as in newSearchBlock.
+func (s *searchSnapshot) appendBlocks(items []searchItem, size int, grams *searchGrams) {
 	if len(items) == 0 {
 		return
 	}
@@ -388,7 +449,7 @@ func (s *searchSnapshot) appendBlocks(items []searchItem, size int) {
 		parts = len(items) / size
 	}
 	for p := range parts {
-		s.blocks = append(s.blocks, newSearchBlock(items[p*len(items)/parts:(p+1)*len(items)/parts]))
+		s.blocks = append(s.blocks, newSearchBlock(items[p*len(items)/parts:(p+1)*len(items)/parts], grams))
 	}
 }
 
@@ -427,6 +488,10 @@ func (x *searchIndex) Search(q string, limit int) [][]byte {
 
 func (s *searchSnapshot) search(prefix [][]byte, lq string, limit int) [][]byte {
 	var inside [][]byte
+	grams := make([]uint32, 0, 16)
+	for j := 1; j < len(lq) && len(grams) < cap(grams); j++ {
+		grams = append(grams, gram(lq[j-1], lq[j]))
+	}
 	bi, i := 0, 0
 	// Both groups: lq holds no separator, so each match lies in one title,
 	// at its start (prefix group) or inside it; the next match that matters
@@ -434,6 +499,9 @@ func (s *searchSnapshot) search(prefix [][]byte, lq string, limit int) [][]byte 
 both:
 	for ; bi < len(s.blocks); bi, i = bi+1, 0 {
 		b := s.blocks[bi]
+		if !b.mayHold(grams) {
+			continue
+		}
 		for i < len(b.entries) {
 			off := b.starts[i] + 1
 			j := strings.Index(b.text[off:], lq)
@@ -459,6 +527,9 @@ both:
 	// The contains group is full: only titles starting with lq matter now.
 	for ; bi < len(s.blocks); bi, i = bi+1, 0 {
 		b := s.blocks[bi]
+		if !b.mayHold(grams) {
+			continue
+		}
 		for i < len(b.entries) {
 			j := strings.IndexByte(b.firsts[i:], lq[0])
 			if j < 0 {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -366,15 +367,24 @@ func TestSearchLoadKeepsConcurrentUpdates(t *testing.T) {
 // searchReference is the contract's whole answer (no limit), computed the
 // slow, obvious way.
 func searchReference(meta map[string]searchMeta, q string) []string {
-	ids := slices.SortedFunc(maps.Keys(meta), func(a, b string) int {
+	return filterReference(meta, rankReference(meta), q)
+}
+
+// rankReference lists the ids by volume desc, then id asc.
+func rankReference(meta map[string]searchMeta) []string {
+	return slices.SortedFunc(maps.Keys(meta), func(a, b string) int {
 		if c := cmp.Compare(meta[b].volume, meta[a].volume); c != 0 {
 			return c
 		}
 		return strings.Compare(a, b)
 	})
+}
+
+// filterReference answers q from ranked ids: prefix matches, then the others.
+func filterReference(meta map[string]searchMeta, ranked []string, q string) []string {
 	var pre, in []string
 	lq := strings.ToLower(q)
-	for _, id := range ids {
+	for _, id := range ranked {
 		lt := strings.ToLower(meta[id].title)
 		switch {
 		case strings.HasPrefix(lt, lq):
@@ -423,6 +433,9 @@ func checkSearchIndex(t *testing.T, x *searchIndex) {
 			if want := cmp.Or(b.title(i), string(searchSep))[0]; b.firsts[i] != want {
 				t.Fatalf("block %d entry %d: first byte %q, want %q", bi, i, b.firsts[i], want)
 			}
+			if tt := b.title(i); len(tt) > 1 && !b.mayHold(titleGrams(tt)) {
+				t.Fatalf("block %d entry %d: pair filter misses a pair of %q", bi, i, tt)
+			}
 			if v, ok := x.vol[e.id]; !ok || v != e.volume {
 				t.Fatalf("vol[%s] = %v, %v; want %v", e.id, v, ok, e.volume)
 			}
@@ -432,6 +445,15 @@ func checkSearchIndex(t *testing.T, x *searchIndex) {
 	if n != s.n || n != len(x.vol) {
 		t.Fatalf("%d entries, n %d, %d volumes", n, s.n, len(x.vol))
 	}
+}
+
+// titleGrams lists the pair filter bits of s.
+func titleGrams(s string) []uint32 {
+	var out []uint32
+	for j := 1; j < len(s); j++ {
+		out = append(out, gram(s[j-1], s[j]))
+	}
+	return out
 }
 
 // Random titles and updates, against the reference after every step, with
@@ -485,12 +507,17 @@ func testSearchMatchesReference(t *testing.T, size int) {
 		if x.Len() != len(src.m) {
 			t.Fatalf("step %d: len %d, want %d", step, x.Len(), len(src.m))
 		}
+		ranked := rankReference(src.meta)
 		for _, q := range queries {
-			all := searchReference(src.meta, q)
+			all := filterReference(src.meta, ranked, q)
 			for _, limit := range []int{1, 3, 20, 50} {
-				got, want := searchIDs(t, x.Search(q, limit)), all[:min(len(all), limit)]
-				if !slices.Equal(got, want) {
-					t.Fatalf("step %d, q %q, limit %d:\n got %q\nwant %q", step, q, limit, got, want)
+				got, want := x.Search(q, limit), all[:min(len(all), limit)]
+				same := len(got) == len(want)
+				for k := 0; same && k < len(got); k++ {
+					same = bytes.Equal(got[k], src.m[want[k]])
+				}
+				if !same {
+					t.Fatalf("step %d, q %q, limit %d:\n got %q\nwant %q", step, q, limit, searchIDs(t, got), want)
 				}
 			}
 		}
@@ -737,17 +764,41 @@ func BenchmarkSearchLoad50k(b *testing.B) {
 	}
 }
 
+// BenchmarkSearchRandom50k runs random searches (parts and words of titles,
+// random letters that mostly match nothing, empty and one-letter queries;
+// limits 1–50) from GOMAXPROCS concurrent readers while a writer applies a
+// notice of two events every 5 ms, and reports latency percentiles.
+func BenchmarkSearchRandom50k(b *testing.B) {
+	src := searchCorpus(50_000)
+	x := loadedIndex(b, src)
+	ids := slices.Sorted(maps.Keys(src.m))
+	rng := rand.New(rand.NewPCG(13, 14))
+	queries := make([]string, 1000)
+	for i := range queries {
+		title := src.meta[ids[rng.IntN(len(ids))]].title
+		switch rng.IntN(4) {
+		case 0: // part of a title: a prefix or inside
+			from := rng.IntN(len(title)) * rng.IntN(2)
+			queries[i] = title[from:min(len(title), from+1+rng.IntN(12))]
+		case 1: // a word of a title
+			words := strings.Fields(title)
+			queries[i] = strings.ToUpper(words[rng.IntN(len(words))])
+		case 2: // random letters: mostly no match
+			l := make([]byte, 2+rng.IntN(8))
+			for j := range l {
+				l[j] = byte('a' + rng.IntN(26))
+			}
+			queries[i] = string(l)
+		default: // empty or one character
+			queries[i] = "aeiou #"[rng.IntN(7):][:rng.IntN(2)]
+		}
+	}
 
-// measureSearches runs queries from two readers while a writer updates two
-// events every 5 ms, and returns the latency percentiles.
-func measureSearches(x *searchIndex, ids, queries []string, rng *rand.Rand) (p50, p99, worst time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	seed := rng.Uint64()
 	writer := make(chan struct{})
 	go func() {
 		defer close(writer)
-		rng := rand.New(rand.NewPCG(seed, 1))
+		rng := rand.New(rand.NewPCG(15, 16))
 		for ctx.Err() == nil {
 			if err := x.Update(ctx, []string{ids[rng.IntN(len(ids))], ids[rng.IntN(len(ids))]}); err != nil {
 				return
@@ -755,24 +806,26 @@ func measureSearches(x *searchIndex, ids, queries []string, rng *rand.Rand) (p50
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	limits := make([]int, len(queries))
-	for i := range limits {
-		limits[i] = 1 + rng.IntN(50)
-	}
-	durs := make([]time.Duration, len(queries))
-	var wg sync.WaitGroup
-	for r := range 2 {
-		wg.Go(func() {
-			for i := r; i < len(queries); i += 2 {
-				start := time.Now()
-				x.Search(queries[i], limits[i])
-				durs[i] = time.Since(start)
-			}
-		})
-	}
-	wg.Wait()
+	var mu sync.Mutex
+	var durs []time.Duration
+	var next atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var mine []time.Duration
+		for pb.Next() {
+			i := int(next.Add(1))
+			start := time.Now()
+			x.Search(queries[i%len(queries)], 1+i%50)
+			mine = append(mine, time.Since(start))
+		}
+		mu.Lock()
+		durs = append(durs, mine...)
+		mu.Unlock()
+	})
+	b.StopTimer()
 	cancel()
 	<-writer
 	slices.Sort(durs)
-	return durs[len(durs)/2], durs[len(durs)*99/100], durs[len(durs)-1]
+	b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds()), "p99-ns")
 }
