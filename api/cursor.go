@@ -36,7 +36,7 @@ type cursorBinding struct {
 // (and absent) are the same filter.
 func filterKey(f store.ListFilter) string {
 	minv := f.MinVenues
-	if minv < 2 {
+	if minv <= 2 {
 		minv = 1
 	}
 	return f.Category + "|" + f.Venue + "|" + strconv.Itoa(minv)
@@ -71,7 +71,10 @@ func decodeCursor(secret []byte, b cursorBinding, cursor string) (string, error)
 		return "", errBadCursor
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil || len(raw) <= cursorMACLen {
+	// The decoder skips CR and LF and ignores the unused low bits of the last
+	// character, so several texts decode to one token: only the canonical
+	// encoding is the cursor, any other text is an altered one.
+	if err != nil || len(raw) <= cursorMACLen || base64.RawURLEncoding.EncodeToString(raw) != cursor {
 		return "", errBadCursor
 	}
 	p, mac := raw[:len(raw)-cursorMACLen], raw[len(raw)-cursorMACLen:]

@@ -1,0 +1,182 @@
+package api
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/marketdata/marketdata/store"
+)
+
+// The fuzz targets' seed corpora live in testdata/fuzz/<target>/. The
+// cursor corpus holds tokens signed with cwFuzzSecret for cwFuzzBinding, so
+// that the fuzzer starts from accepted cursors and mutates them: a mutation
+// that is still accepted must be that same canonical token.
+
+var (
+	cwFuzzSecret  = []byte("cw-fuzz-secret")
+	cwFuzzBinding = cursorBinding{route: "events", account: "acc_fuzz", filters: "||1"}
+)
+
+// FuzzDecodeCursor: decoding never panics, refuses with errBadCursor, and
+// accepts only the exact token encodeCursor writes for the id; and every
+// valid id survives encode then decode.
+func FuzzDecodeCursor(f *testing.F) {
+	for _, id := range []string{"a", "ab", "abc", "Z-_9", strings.Repeat("z", 64)} {
+		f.Add(encodeCursor(cwFuzzSecret, cwFuzzBinding, id), id)
+	}
+	f.Add("!!!", "")
+	f.Add("", "a b")
+	f.Fuzz(func(t *testing.T, token, id string) {
+		got, err := decodeCursor(cwFuzzSecret, cwFuzzBinding, token)
+		if err != nil {
+			if !errors.Is(err, errBadCursor) || got != "" {
+				t.Fatalf("decodeCursor(%q) = %q, %v; want \"\", errBadCursor", token, got, err)
+			}
+		} else {
+			if !validID(got) {
+				t.Fatalf("decodeCursor(%q) accepted the malformed id %q", token, got)
+			}
+			if enc := encodeCursor(cwFuzzSecret, cwFuzzBinding, got); enc != token {
+				t.Fatalf("decodeCursor accepted %q for id %q; the cursor for that id is %q", token, got, enc)
+			}
+		}
+		if !validID(id) {
+			return
+		}
+		c := encodeCursor(cwFuzzSecret, cwFuzzBinding, id)
+		back, err := decodeCursor(cwFuzzSecret, cwFuzzBinding, c)
+		if err != nil || back != id {
+			t.Fatalf("decode(encode(%q)) = %q, %v", id, back, err)
+		}
+		other := cwFuzzBinding
+		other.account += "x"
+		if _, err := decodeCursor(cwFuzzSecret, other, c); err == nil {
+			t.Fatalf("cursor for %q accepted for another account", id)
+		}
+	})
+}
+
+// cwRefIDs is an independent statement of the ids rule: comma-separated
+// [A-Za-z0-9_-]{1,64}, 1–50 distinct, first occurrences in order, the raw
+// text at most 64 KiB.
+func cwRefIDs(raw string) ([]string, bool) {
+	if raw == "" || len(raw) > 64*1024 {
+		return nil, false
+	}
+	var out []string
+	for _, p := range strings.Split(raw, ",") {
+		if len(p) < 1 || len(p) > 64 || strings.Trim(p, cwAlphabet) != "" {
+			return nil, false
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out, len(out) <= MaxSnapshotIDs
+}
+
+func FuzzParseIDs(f *testing.F) {
+	f.Add("a,b,a")
+	f.Add("a,,b")
+	f.Fuzz(func(t *testing.T, raw string) {
+		got, err := parseIDs(raw)
+		want, ok := cwRefIDs(raw)
+		if err != nil {
+			if err.Kind != KindInvalidRequest || got != nil {
+				t.Fatalf("parseIDs(%q) = %q, kind %v; want nil, KindInvalidRequest", raw, got, err.Kind)
+			}
+			if ok {
+				t.Fatalf("parseIDs(%q) refused (%s); the contract accepts it as %q", raw, err.Message, want)
+			}
+			return
+		}
+		if !ok {
+			t.Fatalf("parseIDs(%q) accepted %q; the contract refuses it", raw, got)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("parseIDs(%q) = %q, want %q", raw, got, want)
+		}
+		if len(got) < 1 || len(got) > MaxSnapshotIDs {
+			t.Fatalf("parseIDs(%q): %d ids, want 1 to 50", raw, len(got))
+		}
+	})
+}
+
+func FuzzParseListQuery(f *testing.F) {
+	f.Add("7", "politics", "venue_a", "3", "cursor")
+	f.Add("", "", "", "", "")
+	f.Fuzz(func(t *testing.T, limit, category, venue, minVenues, cursor string) {
+		q, err := parseListQuery(limit, category, venue, minVenues, cursor)
+		okLimit := limit == "" || cwDecimal(limit, 1, 100)
+		okCategory := category == "" || (len(category) <= 32 && strings.Trim(category, "abcdefghijklmnopqrstuvwxyz0123456789-") == "")
+		okVenue := venue == "" || slices.Contains(store.Venues[:], venue)
+		okMin := minVenues == "" || cwDecimal(minVenues, 1, 4)
+		if err != nil {
+			if err.Kind != KindInvalidRequest {
+				t.Fatalf("parseListQuery refused with kind %v, want KindInvalidRequest", err.Kind)
+			}
+			if okLimit && okCategory && okVenue && okMin {
+				t.Fatalf("parseListQuery(%q, %q, %q, %q) refused (%s); the contract accepts it", limit, category, venue, minVenues, err.Message)
+			}
+			return
+		}
+		if !(okLimit && okCategory && okVenue && okMin) {
+			t.Fatalf("parseListQuery(%q, %q, %q, %q) = %+v; the contract refuses it", limit, category, venue, minVenues, q)
+		}
+		if q.limit < 1 || q.limit > 100 || (limit == "" && q.limit != 50) {
+			t.Fatalf("limit %q parsed as %d", limit, q.limit)
+		}
+		if q.filter.Category != category || q.filter.Venue != venue || q.cursor != cursor {
+			t.Fatalf("parseListQuery kept %+v from (%q, %q, %q)", q, category, venue, cursor)
+		}
+		if q.filter.MinVenues < 0 || q.filter.MinVenues > 4 || (minVenues == "") != (q.filter.MinVenues == 0) {
+			t.Fatalf("min_venues %q parsed as %d", minVenues, q.filter.MinVenues)
+		}
+		// The canonical filter: min_venues absent, 1 and 2 are one filter.
+		same := q.filter
+		same.MinVenues = 0
+		if (q.filter.MinVenues <= 2) != (filterKey(q.filter) == filterKey(same)) {
+			t.Fatalf("filterKey(%+v) = %q, filterKey without min_venues = %q", q.filter, filterKey(q.filter), filterKey(same))
+		}
+	})
+}
+
+// cwDecimal reports whether s is plain decimal digits for a value in [lo, hi].
+func cwDecimal(s string, lo, hi int) bool {
+	if s == "" || len(s) > 6 || strings.Trim(s, "0123456789") != "" {
+		return false
+	}
+	n := 0
+	for _, c := range s {
+		n = n*10 + int(c-'0')
+	}
+	return n >= lo && n <= hi
+}
+
+func FuzzParseSearch(f *testing.F) {
+	f.Add("fed", "")
+	f.Add(strings.Repeat("é", 101), "50")
+	f.Fuzz(func(t *testing.T, q, limit string) {
+		got, n, err := parseSearch(q, limit)
+		okQ := utf8.ValidString(q) && utf8.RuneCountInString(q) <= MaxQueryLen
+		okLimit := limit == "" || cwDecimal(limit, 1, 50)
+		if err != nil {
+			if err.Kind != KindInvalidRequest || got != "" || n != 0 {
+				t.Fatalf("parseSearch(%q, %q) = %q, %d, kind %v", q, limit, got, n, err.Kind)
+			}
+			if okQ && okLimit {
+				t.Fatalf("parseSearch(%q, %q) refused (%s); the contract accepts it", q, limit, err.Message)
+			}
+			return
+		}
+		if !okQ || !okLimit {
+			t.Fatalf("parseSearch(%q, %q) accepted; the contract refuses it", q, limit)
+		}
+		if got != q || n < 1 || n > 50 || (limit == "" && n != 20) {
+			t.Fatalf("parseSearch(%q, %q) = %q, %d", q, limit, got, n)
+		}
+	})
+}
