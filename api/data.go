@@ -42,6 +42,21 @@ func send(c *fiber.Ctx, body []byte) error {
 	return c.Send(body)
 }
 
+// sentEmpty stands for an integer parameter sent without a value ("limit=",
+// "limit"): c.Query gives "" for it as for an absent one, but an empty value
+// is not an integer (422), while an absent one takes the default. It is
+// refused like any other non-digit.
+const sentEmpty = "\x00"
+
+// intParam is the raw value of an integer query parameter, or sentEmpty.
+func intParam(c *fiber.Ctx, name string) string {
+	v := c.Query(name)
+	if v == "" && c.Context().QueryArgs().Has(name) {
+		return sentEmpty
+	}
+	return v
+}
+
 func etagMatches(header, etag string) bool {
 	for t := range strings.SplitSeq(header, ",") {
 		t = strings.TrimSpace(t)
@@ -188,14 +203,16 @@ func (s *Server) snapshot(c *fiber.Ctx) error {
 // trades answers GET /markets/{universal_id}/trades.
 func (s *Server) trades(c *fiber.Ctx) error {
 	id := c.Params("universal_id")
-	limit, perr := parseLimit(c.Query("limit"), 50, cache.MaxTrades)
+	limit, perr := parseLimit(intParam(c, "limit"), 50, cache.MaxTrades)
 	var mcmd *redis.SliceCmd
 	var tcmd *redis.StringSliceCmd
+	var okcmd *redis.IntCmd
 	var fetch func(redis.Pipeliner)
 	if perr == nil && validID(id) {
 		fetch = func(p redis.Pipeliner) {
 			mcmd = s.cache.QueueMarket(p, id)
 			tcmd = s.cache.QueueTrades(p, id, limit)
+			okcmd = s.cache.QueueComplete(p)
 		}
 	}
 	if err := s.admit(c, fetch); err != nil {
@@ -208,6 +225,12 @@ func (s *Server) trades(c *fiber.Ctx) error {
 		return fail(KindNotFound, "no market has this id")
 	}
 	m, err := cache.ParseMarket(mcmd)
+	// After Redis lost its data, the price item may be back before the trade
+	// list (see cache.QueueComplete): read the trades from the store until
+	// the listing is rebuilt.
+	if complete, cerr := okcmd.Result(); err == nil && (cerr != nil || complete != 1) {
+		err = errors.Join(cerr, cache.ErrListingIncomplete)
+	}
 	var items [][]byte
 	if err == nil && m.Found {
 		if !m.Served {
@@ -266,7 +289,7 @@ func listBody(items [][]byte, next []byte) []byte {
 // listEvents answers GET /events: a page of active served events in
 // ascending id order, walked with a cursor.
 func (s *Server) listEvents(c *fiber.Ctx) error {
-	q, perr := parseListQuery(c.Query("limit"), c.Query("category"), c.Query("venue"), c.Query("min_venues"), c.Query("cursor"))
+	q, perr := parseListQuery(intParam(c, "limit"), c.Query("category"), c.Query("venue"), intParam(c, "min_venues"), c.Query("cursor"))
 	cred := credential(c)
 	if cred == nil {
 		return errNoCredential
@@ -322,7 +345,7 @@ func minVenuesName(n int) string {
 
 // search answers GET /markets/search from the node's in-memory index.
 func (s *Server) searchEvents(c *fiber.Ctx) error {
-	q, limit, perr := parseSearch(c.Query("q"), c.Query("limit"))
+	q, limit, perr := parseSearch(c.Query("q"), intParam(c, "limit"))
 	if err := s.admit(c, nil); err != nil {
 		return err
 	}

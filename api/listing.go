@@ -22,11 +22,8 @@ type listedSummaries struct {
 var _ summarySource = listedSummaries{}
 
 func (l listedSummaries) Summaries(ctx context.Context) (map[string][]byte, error) {
-	if ok, err := l.cache.ListingComplete(ctx); err != nil || ok {
-		if err != nil {
-			return nil, err
-		}
-		return l.cache.Summaries(ctx)
+	if out, ok, err := l.fromCache(ctx, func() (map[string][]byte, error) { return l.cache.Summaries(ctx) }); err != nil || ok {
+		return out, err
 	}
 	events, err := l.fallback.ListedEvents(ctx, store.ListFilter{}, "", 0)
 	if err != nil {
@@ -40,11 +37,8 @@ func (l listedSummaries) Summaries(ctx context.Context) (map[string][]byte, erro
 }
 
 func (l listedSummaries) SummariesOf(ctx context.Context, ids []string) (map[string][]byte, error) {
-	if ok, err := l.cache.ListingComplete(ctx); err != nil || ok {
-		if err != nil {
-			return nil, err
-		}
-		return l.cache.SummariesOf(ctx, ids)
+	if out, ok, err := l.fromCache(ctx, func() (map[string][]byte, error) { return l.cache.SummariesOf(ctx, ids) }); err != nil || ok {
+		return out, err
 	}
 	docs, err := l.fallback.EventDocsByID(ctx, ids)
 	if err != nil {
@@ -57,6 +51,24 @@ func (l listedSummaries) SummariesOf(ctx context.Context, ids []string) (map[str
 		}
 	}
 	return out, nil
+}
+
+// fromCache reads summaries from Redis if it holds the whole listing, and
+// reports false when it does not. The marker is checked before and after the
+// read: Redis losing its data during the read (a flush, a restart) would
+// otherwise hand the index what survived, or nothing, as the whole listing.
+func (l listedSummaries) fromCache(ctx context.Context, read func() (map[string][]byte, error)) (map[string][]byte, bool, error) {
+	if ok, err := l.cache.ListingComplete(ctx); err != nil || !ok {
+		return nil, false, err
+	}
+	out, err := read()
+	if err != nil {
+		return nil, false, err
+	}
+	if ok, err := l.cache.ListingComplete(ctx); err != nil || !ok {
+		return nil, false, err
+	}
+	return out, true, nil
 }
 
 // onChangeNotice refreshes the search index for the events a batch touched.

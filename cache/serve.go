@@ -20,11 +20,19 @@ func (c *Cache) QueueEvent(p redis.Pipeliner, id string) *redis.SliceCmd {
 	return p.HMGet(context.Background(), c.EventKey(id), "g", "b", "m")
 }
 
+// errNotRead means a queued read has no answer: the round trip meant to
+// carry it did not run (the limiter stopped waiting for Redis and decided
+// alone). Callers read the store, as for any failed read.
+var errNotRead = errors.New("cache: the queued read was not sent")
+
 // ParseEvent reads a queued event document.
 func ParseEvent(cmd *redis.SliceCmd) (EventEntry, error) {
 	vals, err := cmd.Result()
 	if err != nil {
 		return EventEntry{}, err
+	}
+	if len(vals) != 3 {
+		return EventEntry{}, errNotRead
 	}
 	var e EventEntry
 	if g, ok := vals[0].(string); ok {
@@ -50,6 +58,9 @@ func ParseMarket(cmd *redis.SliceCmd) (MarketEntry, error) {
 	vals, err := cmd.Result()
 	if err != nil {
 		return MarketEntry{}, err
+	}
+	if len(vals) != 3 {
+		return MarketEntry{}, errNotRead
 	}
 	var m MarketEntry
 	if g, ok := vals[0].(string); ok {
@@ -97,6 +108,15 @@ func (c *Cache) QueueListPage(p redis.Pipeliner, set, after string, count int) *
 	}
 	return listPage.EvalSha(context.Background(), p,
 		[]string{c.SetKey(set), c.listingKey("s"), c.listingKey("ok")}, start, count)
+}
+
+// QueueComplete queues the check that Redis holds the whole listing (see
+// ListingComplete). Until a rebuild has run since Redis lost its data, a
+// market's price item may be back (repaired by a read, or rewritten by
+// ingest) while its trade list is not, or holds only the trades added since:
+// a trade list is only trusted while the listing is complete.
+func (c *Cache) QueueComplete(p redis.Pipeliner) *redis.IntCmd {
+	return p.Exists(context.Background(), c.listingKey("ok"))
 }
 
 // ErrListingIncomplete means Redis does not hold the whole listing (it was
