@@ -3,6 +3,8 @@ package ingest_test
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -108,9 +110,21 @@ func TestInvalidRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dlq []string
+	// Appliers run concurrently, so the DLQ holds the rejects in any order:
+	// put them back in stream order by the header that names it.
+	type entry struct {
+		seq  int
+		line string
+	}
+	var entries []entry
 	for m := range batch.Messages() {
-		dlq = append(dlq, m.Subject()+" "+m.Headers().Get(ingest.RejectReasonHeader))
+		seq, _ := strconv.Atoi(m.Headers().Get("Md-Stream-Seq"))
+		entries = append(entries, entry{seq, m.Subject() + " " + m.Headers().Get(ingest.RejectReasonHeader)})
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].seq < entries[j].seq })
+	var dlq []string
+	for _, e := range entries {
+		dlq = append(dlq, e.line)
 	}
 	if len(dlq) != len(cases) {
 		t.Fatalf("DLQ: got %d messages, want %d: %q", len(dlq), len(cases), dlq)
