@@ -70,7 +70,13 @@ func etagMatches(header, etag string) bool {
 // repair writes documents read from the store back to Redis, in the
 // background: the answer does not wait for it.
 func (s *Server) repair(events []store.EventDoc, markets []store.MarketDoc, trades []store.Trade) {
+	select {
+	case s.repairs <- struct{}{}:
+	default:
+		return // enough repairs in flight (Redis is slow or gone): the next read repairs
+	}
 	go func() {
+		defer func() { <-s.repairs }()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := s.cache.ApplyDocs(ctx, events, markets, trades); err != nil {
@@ -85,7 +91,7 @@ func (s *Server) unavailable(err error) error {
 
 // getEvent answers GET /events/{universal_id}.
 func (s *Server) getEvent(c *fiber.Ctx) error {
-	id := c.Params("universal_id")
+	id := strings.Clone(c.Params("universal_id"))
 	var cmd *redis.SliceCmd
 	var fetch func(redis.Pipeliner)
 	if validID(id) {
@@ -202,7 +208,7 @@ func (s *Server) snapshot(c *fiber.Ctx) error {
 
 // trades answers GET /markets/{universal_id}/trades.
 func (s *Server) trades(c *fiber.Ctx) error {
-	id := c.Params("universal_id")
+	id := strings.Clone(c.Params("universal_id"))
 	limit, perr := parseLimit(intParam(c, "limit"), 50, cache.MaxTrades)
 	var mcmd *redis.SliceCmd
 	var tcmd *redis.StringSliceCmd
@@ -333,6 +339,15 @@ func (s *Server) listEvents(c *fiber.Ctx) error {
 		ids, sums = ids[:q.limit], sums[:q.limit]
 		next = []byte(`"` + encodeCursor(s.cfg.CursorSecret, binding, ids[len(ids)-1]) + `"`)
 	}
+	// An id read without its summary (pruned by a rebuild at that moment)
+	// moves the cursor but is not shown.
+	items := sums[:0]
+	for _, sum := range sums {
+		if sum != nil {
+			items = append(items, sum)
+		}
+	}
+	sums = items
 	return send(c, listBody(sums, next))
 }
 

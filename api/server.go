@@ -80,6 +80,8 @@ type Server struct {
 	cache     *cache.Cache
 	fallback  Fallback
 	search    *searchIndex
+	// repairs bounds the background cache repairs in flight.
+	repairs chan struct{}
 }
 
 // New builds a node; Serve starts it.
@@ -106,6 +108,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		cfg: cfg, keys: newKeyCache(d.Credentials, cfg.KeyCacheTTL, d.Now), limiter: d.Limiter,
 		log: d.Log, now: d.Now, origins: map[string]bool{cfg.DocsOrigin: true},
 		hasher: store.NewHasher(cfg.KeyPepper), cache: d.Cache, fallback: d.Fallback,
+		repairs: make(chan struct{}, 16),
 	}
 	if d.Cache != nil {
 		s.search = newSearchIndex(listedSummaries{cache: d.Cache, fallback: d.Fallback})

@@ -91,16 +91,16 @@ local out = {1}
 if #ids == 0 then return out end
 local sums = redis.call('HMGET', KEYS[2], unpack(ids))
 for i, id in ipairs(ids) do
-  if sums[i] then
-    out[#out + 1] = id
-    out[#out + 1] = sums[i]
-  end
+  out[#out + 1] = id
+  out[#out + 1] = sums[i] or ''
 end
 return out
 `)
 
 // QueueListPage queues the read of up to count listed events of a set with
-// ids above after (bytewise), ascending.
+// ids above after (bytewise), ascending. An id whose summary is gone (a
+// rebuild pruning it at that moment) comes back with a nil summary: it still
+// counts for paging, so a page never ends a walk early.
 func (c *Cache) QueueListPage(p redis.Pipeliner, set, after string, count int) *redis.Cmd {
 	start := "-"
 	if after != "" {
@@ -142,8 +142,11 @@ func (c *Cache) ParseListPage(ctx context.Context, cmd *redis.Cmd, set, after st
 	}
 	for i := 1; i+1 < len(vals); i += 2 {
 		id, _ := vals[i].(string)
-		sum, _ := vals[i+1].(string)
-		ids, summaries = append(ids, id), append(summaries, []byte(sum))
+		var sum []byte
+		if s, _ := vals[i+1].(string); s != "" {
+			sum = []byte(s)
+		}
+		ids, summaries = append(ids, id), append(summaries, sum)
 	}
 	return ids, summaries, nil
 }
