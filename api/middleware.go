@@ -126,15 +126,21 @@ func (s *Server) guard(scope string) fiber.Handler {
 		addr := s.addr(c)
 		cred, denied := s.judge(c, addr, scope)
 		if denied != nil {
-			if blocked, retry, err := s.limiter.Blocked(ctx, addr.String()); blocked {
-				return blockedError(retry)
-			} else if err != nil {
+			// A block wins over any refusal; a 401 is counted in the same
+			// atomic step that checks the block.
+			var blocked bool
+			var retry time.Duration
+			var err error
+			if denied.Kind == KindUnauthorized {
+				blocked, retry, err = s.limiter.FailOrBlocked(ctx, addr.String())
+			} else {
+				blocked, retry, err = s.limiter.Blocked(ctx, addr.String())
+			}
+			if err != nil {
 				s.log.Warn("failed-auth limit decided by this node alone", "err", err)
 			}
-			if denied.Kind == KindUnauthorized {
-				if err := s.limiter.Failed(ctx, addr.String()); err != nil {
-					s.log.Warn("failed authentication counted by this node alone", "err", err)
-				}
+			if blocked {
+				return blockedError(retry)
 			}
 			return denied
 		}

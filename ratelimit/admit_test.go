@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,5 +56,36 @@ func TestAdmitBlockedRefunds(t *testing.T) {
 	if b.Blocked || b.Window.Remaining != 9 {
 		t.Errorf("other address, same account: got blocked %v remaining %d, want not blocked and 9 (the blocked request refunded)",
 			b.Blocked, b.Window.Remaining)
+	}
+}
+
+// TestFailOrBlockedExact: many bad requests at once from one address get
+// exactly `limit` 401s; the rest are told the address is blocked.
+func TestFailOrBlockedExact(t *testing.T) {
+	l, _, _ := newLimiter(t, ratelimit.Config{Limit: 10, Window: time.Minute, AuthFailLimit: 5, AuthFailWindow: time.Minute})
+	var mu sync.Mutex
+	counted, blocked := 0, 0
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, _, err := l.FailOrBlocked(context.Background(), "198.51.100.7")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if b {
+				blocked++
+			} else {
+				counted++
+			}
+		}()
+	}
+	wg.Wait()
+	if counted != 5 || blocked != 35 {
+		t.Errorf("40 concurrent failures with limit 5: %d counted (401), %d blocked (429); want 5 and 35", counted, blocked)
 	}
 }

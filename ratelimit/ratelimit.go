@@ -83,6 +83,27 @@ if n >= tonumber(ARGV[2]) then redis.call('SET', KEYS[2], '1', 'PX', ttl) end
 return {n, ttl}
 `)
 
+// failOrBlockedScript is what a refused key does, atomically: when the
+// address is already blocked, answer so without counting; else count the
+// failure (and set the block marker when it reaches the limit). So however
+// many bad requests arrive at once on however many nodes, exactly `limit`
+// of them get 401 and the rest 429.
+// KEYS[1] the counter; KEYS[2] the block marker; ARGV[1] window in ms;
+// ARGV[2] the limit. Returns {blocked (0|1), ms left}.
+var failOrBlockedScript = redis.NewScript(`
+local b = redis.call('PTTL', KEYS[2])
+if b > 0 then return {1, b} end
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  ttl = tonumber(ARGV[1])
+end
+if n >= tonumber(ARGV[2]) then redis.call('SET', KEYS[2], '1', 'PX', ttl) end
+return {0, ttl}
+`)
+
 // Config sizes the limits.
 type Config struct {
 	// Limit and Window: requests per window per account (MD_RATE_LIMIT, MD_RATE_WINDOW).
@@ -162,6 +183,27 @@ func (l *Limiter) Blocked(ctx context.Context, addr string) (bool, time.Duration
 	}
 	blocked, retry := blockedFor(ttl)
 	return blocked, retry, nil
+}
+
+// FailOrBlocked is for a request refused for its key (401): if the address
+// is blocked it answers so (429, with how long) without counting; else it
+// counts the failure, across all nodes, in the same atomic step.
+func (l *Limiter) FailOrBlocked(ctx context.Context, addr string) (bool, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	vals, err := failOrBlockedScript.Run(ctx, l.rdb, []string{l.addressKey(addr), l.blockKey(addr)},
+		l.cfg.AuthFailWindow.Milliseconds(), l.cfg.AuthFailLimit).Int64Slice()
+	if err != nil {
+		if blocked, retry := l.fallback.blocked("af:"+addr, l.cfg.AuthFailLimit); blocked {
+			return true, retry, fmt.Errorf("ratelimit: failures of %s: %w", addr, err)
+		}
+		l.fallback.fail("af:"+addr, l.cfg.AuthFailLimit, l.cfg.AuthFailWindow)
+		return false, 0, fmt.Errorf("ratelimit: count failure of %s: %w", addr, err)
+	}
+	if vals[0] == 1 {
+		return true, time.Duration(vals[1]) * time.Millisecond, nil
+	}
+	return false, 0, nil
 }
 
 // Failed counts one failed authentication of an address, across all nodes.
