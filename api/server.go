@@ -188,6 +188,9 @@ func (s *Server) App() *fiber.App { return s.app }
 // fresh until ctx is done. Call it before Serve: the node is not ready
 // before the index is loaded.
 func (s *Server) Start(ctx context.Context) error {
+	if v, ok := s.keys.src.(credentialsVersioner); ok {
+		go s.watchCredentials(ctx, v)
+	}
 	if s.search == nil {
 		return nil
 	}
@@ -255,4 +258,40 @@ func marshalJSON(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// credentialsVersioner is a Credentials source that can tell when any key or
+// account record changed (store.Store can).
+type credentialsVersioner interface {
+	CredentialsVersion(ctx context.Context) (int64, error)
+}
+
+// credentialsPoll is how often a node checks the credentials version. With
+// the notice lost, a revocation or withdrawal still takes effect within it
+// (plus one lookup).
+const credentialsPoll = 250 * time.Millisecond
+
+// watchCredentials drops the key cache whenever the credentials version
+// moves: the safety net under the NATS notices, so that the contract's 1 s
+// holds even when a notice is lost or the node is cut off from NATS.
+func (s *Server) watchCredentials(ctx context.Context, v credentialsVersioner) {
+	t := time.NewTicker(credentialsPoll)
+	defer t.Stop()
+	var last int64 = -1
+	for {
+		qctx, cancel := context.WithTimeout(ctx, credentialsPoll)
+		cur, err := v.CredentialsVersion(qctx)
+		cancel()
+		if err == nil {
+			if last >= 0 && cur != last {
+				s.keys.flush()
+			}
+			last = cur
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

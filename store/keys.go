@@ -164,3 +164,13 @@ func (s *Store) CredentialByHash(ctx context.Context, hash []byte) (*Credential,
 	}
 	return &Credential{Key: *k, Account: a}, nil
 }
+
+// CredentialsVersion moves with every change to keys and accounts; API
+// nodes poll it to drop their key cache when a notice was lost.
+func (s *Store) CredentialsVersion(ctx context.Context) (int64, error) {
+	var v int64
+	if err := s.pool.QueryRow(ctx, `SELECT version FROM credentials_version WHERE id = 1`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("store: read credentials version: %w", err)
+	}
+	return v, nil
+}

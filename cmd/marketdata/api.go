@@ -49,6 +49,17 @@ func runAPI(ctx context.Context, cfg *Config, log *slog.Logger, reg *prometheus.
 	if err := st.CheckSchema(ctx); err != nil {
 		return err
 	}
+	// Keys are read from the primary: a lagging replica could hand back a
+	// key just revoked, and caching it would outlast the contract's 1 s.
+	keys := st
+	if cfg.DatabaseReadURL != cfg.DatabaseURL {
+		primary, err := connectPostgres(ctx, "MD_DATABASE_URL", cfg.DatabaseURL)
+		if err != nil {
+			return err
+		}
+		defer primary.Close()
+		keys = store.New(primary)
+	}
 	rdb, err := connectRedis(ctx, cfg.RedisURL)
 	if err != nil {
 		return err
@@ -63,7 +74,11 @@ func runAPI(ctx context.Context, cfg *Config, log *slog.Logger, reg *prometheus.
 	id := make([]byte, 6)
 	rand.Read(id) //nolint:errcheck // never fails
 	presence := api.NewPresence(nc, "", hex.EncodeToString(id), 2*time.Second)
-	go presence.Run(ctx) //nolint:errcheck // ends with ctx
+	go func() {
+		if err := presence.Run(ctx); err != nil {
+			log.Error("api presence not announced; the Redis-outage fallback counts this node alone", "err", err)
+		}
+	}()
 	limiter := ratelimit.New(rdb, ratelimit.Config{
 		Limit: cfg.RateLimit, Window: cfg.RateWindow,
 		AuthFailLimit: cfg.AuthFailLimit, AuthFailWindow: cfg.AuthFailWindow,
@@ -73,7 +88,7 @@ func runAPI(ctx context.Context, cfg *Config, log *slog.Logger, reg *prometheus.
 		DocsOrigin: cfg.DocsOrigin, AppOrigins: cfg.AppOrigins, TrustedProxies: cfg.TrustedProxies,
 		KeyPepper: cfg.KeyPepper, CursorSecret: cfg.CursorSecret, KeyNoticeSubject: KeyNoticeSubject,
 	}, api.Deps{
-		Credentials: st, Cache: newCache(rdb, cfg), Fallback: st,
+		Credentials: keys, Cache: newCache(rdb, cfg), Fallback: st,
 		Limiter: limiter, NC: nc, Log: log, Registry: reg,
 	})
 	if err != nil {

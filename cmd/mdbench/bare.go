@@ -31,6 +31,8 @@ func serveBare(addr, bodyFile string) error {
 type Bare struct {
 	Addr string
 	cmd  *exec.Cmd
+	// bodyFile holds the body the baseline serves; Stop removes it.
+	bodyFile string
 }
 
 // StartBare starts the baseline serving body and waits until it answers.
@@ -49,14 +51,16 @@ func StartBare(ctx context.Context, body []byte, dir string) (*Bare, error) {
 	}
 	defer f.Close()
 	if _, err := f.Write(body); err != nil {
+		os.Remove(f.Name()) //nolint:errcheck
 		return nil, err
 	}
 	cmd := exec.Command(self, "-serve-bare", addr, "-bare-body", f.Name())
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
+		os.Remove(f.Name()) //nolint:errcheck
 		return nil, err
 	}
-	b := &Bare{Addr: addr, cmd: cmd}
+	b := &Bare{Addr: addr, cmd: cmd, bodyFile: f.Name()}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if c, err := net.Dial("tcp", addr); err == nil {
@@ -71,8 +75,9 @@ func StartBare(ctx context.Context, body []byte, dir string) (*Bare, error) {
 	}
 }
 
-// Stop ends the baseline server.
+// Stop ends the baseline server and removes its body file.
 func (b *Bare) Stop() {
-	b.cmd.Process.Kill() //nolint:errcheck
-	b.cmd.Wait()         //nolint:errcheck
+	b.cmd.Process.Kill()  //nolint:errcheck
+	b.cmd.Wait()          //nolint:errcheck
+	os.Remove(b.bodyFile) //nolint:errcheck
 }

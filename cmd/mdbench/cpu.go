@@ -21,15 +21,18 @@ type CPUSample struct {
 	total   float64            // machine-wide seconds over all cores
 }
 
-// groupOf names the group a process counts in: the two processes of the run
-// by pid, the services by command name. Postgres and Redis are shared with
+// groupOf names the group a process counts in: the child under test (as
+// childName) and this process by pid, the baseline servers (our own binary)
+// and the services by command name. Postgres and Redis are shared with
 // whatever else runs on the machine, so their figures include other users.
-func groupOf(pid int, comm string, ingestPid int) string {
+func groupOf(pid int, comm string, childPid int, childName string) string {
 	switch {
-	case pid == ingestPid:
-		return "ingest"
+	case pid == childPid:
+		return childName
 	case pid == os.Getpid():
 		return "mdbench"
+	case comm == selfComm:
+		return "bare"
 	case comm == "postgres", comm == "redis-server", comm == "nats-server":
 		return comm
 	default:
@@ -37,9 +40,24 @@ func groupOf(pid int, comm string, ingestPid int) string {
 	}
 }
 
-// SampleCPU reads every process's CPU time and the machine's. On a system
-// without /proc it returns an empty sample, and usage comes out empty.
-func SampleCPU(ingestPid int) CPUSample {
+// selfComm is this binary's command name as /proc shows it (at most 15
+// bytes): the baseline servers are this binary too.
+var selfComm = func() string {
+	b, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}()
+
+// SampleCPU reads every process's CPU time and the machine's, with the
+// ingest child as "ingest".
+func SampleCPU(ingestPid int) CPUSample { return SampleCPUOf(ingestPid, "ingest") }
+
+// SampleCPUOf reads every process's CPU time and the machine's, with the
+// child pid as group name. On a system without /proc it returns an empty
+// sample, and usage comes out empty.
+func SampleCPUOf(pid int, name string) CPUSample {
 	s := CPUSample{at: time.Now(), seconds: map[string]float64{}}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
 		line, _, _ := strings.Cut(string(b), "\n")
@@ -57,7 +75,7 @@ func SampleCPU(ingestPid int) CPUSample {
 	}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
-		pid, err := strconv.Atoi(filepath.Base(d))
+		p, err := strconv.Atoi(filepath.Base(d))
 		if err != nil {
 			continue
 		}
@@ -76,7 +94,7 @@ func SampleCPU(ingestPid int) CPUSample {
 		// Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the comm.
 		ut, _ := strconv.ParseFloat(f[11], 64)
 		st, _ := strconv.ParseFloat(f[12], 64)
-		s.seconds[groupOf(pid, string(b[lp+1:rp]), ingestPid)] += (ut + st) / clockTicks
+		s.seconds[groupOf(p, string(b[lp+1:rp]), pid, name)] += (ut + st) / clockTicks
 	}
 	return s
 }

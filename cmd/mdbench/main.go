@@ -60,6 +60,8 @@ var benches = []Bench{
 		Timeout: 3 * time.Minute, Run: runIngestBench},
 	{Name: "key", Help: "GET /public/v1/key through the full middleware vs a bare Fiber handler (64 connections)",
 		Timeout: 2 * time.Minute, Run: runKeyBench},
+	{Name: "reads", Help: "snapshot, event read, /events page, search at 50,000 events through the full middleware vs bare Fiber (64 connections)",
+		Timeout: 8 * time.Minute, Run: runReadsBench},
 }
 
 // Machine is the machine facts every result records.

@@ -1,0 +1,41 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/marketdata/marketdata/api"
+)
+
+// TestRevocationWithoutNoticeWithinASecond: with the NATS notice lost and
+// the cache's 10 s TTL, a node still refuses a revoked key, and a withdrawn
+// account, within 1 s: it polls the credentials version.
+func TestRevocationWithoutNoticeWithinASecond(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	n := e.node(t, withKeyCacheTTL(10*time.Second), withSetup(func(s *api.Server) {
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	secret, k := e.newKey(t, keyOpts{})
+	time.Sleep(300 * time.Millisecond) // the poller has seen the version after the key's creation
+	wantOK(t, n.get(t, "/public/v1/key", secret))
+	wantOK(t, n.get(t, "/public/v1/key", secret)) // cached now
+	start := time.Now()
+	e.revoke(t, k.ID) // no notice
+	took := pollUntil(t, n, secret, http.StatusUnauthorized, start, time.Second)
+	t.Logf("revocation without a notice applied after %v", took)
+
+	secret2, k2 := e.newKey(t, keyOpts{})
+	time.Sleep(300 * time.Millisecond)
+	wantOK(t, n.get(t, "/public/v1/key", secret2))
+	wantOK(t, n.get(t, "/public/v1/key", secret2))
+	start = time.Now()
+	e.setAccess(t, k2.AccountID, false) // no notice
+	took = pollUntil(t, n, secret2, http.StatusForbidden, start, time.Second)
+	t.Logf("withdrawal without a notice applied after %v", took)
+}
