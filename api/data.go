@@ -128,17 +128,13 @@ func (s *Server) getEvent(c *fiber.Ctx) error {
 // snapshot answers GET /prices/snapshot?ids=...
 func (s *Server) snapshot(c *fiber.Ctx) error {
 	ids, perr := parseIDs(c.Query("ids"))
-	var cmds []*redis.SliceCmd
+	var read *cache.MarketsRead
 	var fetch func(redis.Pipeliner)
 	if perr == nil {
-		cmds = make([]*redis.SliceCmd, len(ids))
-		fetch = func(p redis.Pipeliner) {
-			for i, id := range ids {
-				cmds[i] = s.cache.QueueMarket(p, id)
-			}
-		}
+		fetch = func(p redis.Pipeliner) { read = s.cache.QueueMarkets(p, ids) }
 	}
-	if err := s.admit(c, fetch); err != nil {
+	fetched, err := s.admitFetch(c, fetch)
+	if err != nil {
 		return err
 	}
 	if perr != nil {
@@ -146,13 +142,17 @@ func (s *Server) snapshot(c *fiber.Ctx) error {
 	}
 	entries := make([]cache.MarketEntry, len(ids))
 	var lost []string
-	for i, cmd := range cmds {
-		e, err := cache.ParseMarket(cmd)
-		if err != nil || !e.Found {
-			lost = append(lost, ids[i])
-			continue
+	if !fetched {
+		lost = ids
+	} else {
+		got, errs := s.cache.ParseMarkets(c.UserContext(), read)
+		for i := range ids {
+			if errs[i] != nil || !got[i].Found {
+				lost = append(lost, ids[i])
+				continue
+			}
+			entries[i] = got[i]
 		}
-		entries[i] = e
 	}
 	if len(lost) > 0 {
 		docs, err := s.fallback.MarketDocsByID(c.UserContext(), lost)

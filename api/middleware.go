@@ -155,22 +155,29 @@ func (s *Server) guard(scope string) fiber.Handler {
 // their parameters in memory but answer 422 only after it: the window comes
 // before parameters in the contract's order.
 func (s *Server) admit(c *fiber.Ctx, fetch func(redis.Pipeliner)) error {
+	_, err := s.admitFetch(c, fetch)
+	return err
+}
+
+// admitFetch is admit that also reports whether fetch's reads were sent
+// (false when the node decided alone: Redis did not answer).
+func (s *Server) admitFetch(c *fiber.Ctx, fetch func(redis.Pipeliner)) (bool, error) {
 	cred := credential(c)
 	if cred == nil {
-		return errNoCredential
+		return false, errNoCredential
 	}
 	a, err := s.limiter.AdmitWith(c.UserContext(), s.addr(c).String(), cred.Account.ID, fetch)
 	if err != nil {
 		s.log.Warn("limits decided by this node alone", "err", err)
 	}
 	if a.Blocked {
-		return blockedError(a.BlockedFor)
+		return false, blockedError(a.BlockedFor)
 	}
 	setLimitHeaders(c, a.Window)
 	if !a.Window.Allowed {
-		return &Error{Kind: KindRateLimited, Message: "the account's request limit for this window is used up", RetryAfter: a.Window.RetryAfter}
+		return false, &Error{Kind: KindRateLimited, Message: "the account's request limit for this window is used up", RetryAfter: a.Window.RetryAfter}
 	}
-	return nil
+	return err == nil, nil
 }
 
 func blockedError(retry time.Duration) error {

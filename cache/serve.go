@@ -185,3 +185,77 @@ func (c *Cache) EnsureComplete(ctx context.Context, src Source) (bool, RebuildSt
 func (c *Cache) ApplyDocs(ctx context.Context, events []store.EventDoc, markets []store.MarketDoc, trades []store.Trade) error {
 	return c.Apply(ctx, &store.Result{Events: events, Markets: markets, Trades: trades})
 }
+
+// readMarkets reads many price items in one command (one script, instead of
+// one HMGET each: far less work for Redis and the client). KEYS: the market
+// hashes. Returns g, s, b of each, nil where absent.
+var readMarkets = redis.NewScript(`
+local out = {}
+for i, k in ipairs(KEYS) do
+  local v = redis.call('HMGET', k, 'g', 's', 'b')
+  out[3 * i - 2] = v[1] or false
+  out[3 * i - 1] = v[2] or false
+  out[3 * i] = v[3] or false
+end
+return out
+`)
+
+// MarketsRead is a queued read of many price items.
+type MarketsRead struct {
+	keys   []string
+	script *redis.Cmd        // one script on a single Redis
+	each   []*redis.SliceCmd // one HMGET per key on a cluster (keys in many slots)
+}
+
+// QueueMarkets queues the read of the price items of ids.
+func (c *Cache) QueueMarkets(p redis.Pipeliner, ids []string) *MarketsRead {
+	r := &MarketsRead{keys: make([]string, len(ids))}
+	for i, id := range ids {
+		r.keys[i] = c.MarketKey(id)
+	}
+	if _, cluster := c.rdb.(*redis.ClusterClient); cluster {
+		r.each = make([]*redis.SliceCmd, len(ids))
+		for i, id := range ids {
+			r.each[i] = c.QueueMarket(p, id)
+		}
+		return r
+	}
+	r.script = readMarkets.EvalSha(context.Background(), p, r.keys)
+	return r
+}
+
+// ParseMarkets reads queued price items, in request order; an entry whose
+// read failed has its error set and must be read from the store.
+func (c *Cache) ParseMarkets(ctx context.Context, r *MarketsRead) ([]MarketEntry, []error) {
+	out := make([]MarketEntry, len(r.keys))
+	errs := make([]error, len(r.keys))
+	if r.each != nil {
+		for i, cmd := range r.each {
+			out[i], errs[i] = ParseMarket(cmd)
+		}
+		return out, errs
+	}
+	vals, err := r.script.Slice()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		vals, err = readMarkets.Run(ctx, c.rdb, r.keys).Slice()
+	}
+	if err == nil && len(vals) != 3*len(r.keys) {
+		err = errNotRead
+	}
+	for i := range r.keys {
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		m := &out[i]
+		if g, ok := vals[3*i].(string); ok {
+			m.Found = true
+			m.Gen, _ = strconv.ParseInt(g, 10, 64)
+		}
+		m.Served = vals[3*i+1] == "1"
+		if b, ok := vals[3*i+2].(string); ok {
+			m.Body = []byte(b)
+		}
+	}
+	return out, errs
+}
