@@ -128,11 +128,25 @@ func (s *Server) getEvent(c *fiber.Ctx) error {
 // snapshot answers GET /prices/snapshot?ids=...
 func (s *Server) snapshot(c *fiber.Ctx) error {
 	ids, perr := parseIDs(c.Query("ids"))
-	var read *cache.MarketsRead
-	var fetch func(redis.Pipeliner)
+	entries := make([]cache.MarketEntry, len(ids))
+	// Items the node holds fresh cost nothing; only the others are read,
+	// in the same round trip as the limits.
+	var miss []int
+	var drops []uint32
 	if perr == nil {
-		fetch = func(p redis.Pipeliner) { read = s.cache.QueueMarkets(p, ids) }
+		miss, drops = s.prices.lookup(ids, entries)
 	}
+	var cmds []*redis.SliceCmd
+	var fetch func(redis.Pipeliner)
+	if len(miss) > 0 {
+		cmds = make([]*redis.SliceCmd, len(miss))
+		fetch = func(p redis.Pipeliner) {
+			for j, i := range miss {
+				cmds[j] = s.cache.QueueMarket(p, ids[i])
+			}
+		}
+	}
+	readAt := time.Now()
 	fetched, err := s.admitFetch(c, fetch)
 	if err != nil {
 		return err
@@ -140,19 +154,19 @@ func (s *Server) snapshot(c *fiber.Ctx) error {
 	if perr != nil {
 		return perr
 	}
-	entries := make([]cache.MarketEntry, len(ids))
 	var lost []string
-	if !fetched {
-		lost = ids
-	} else {
-		got, errs := s.cache.ParseMarkets(c.UserContext(), read)
-		for i := range ids {
-			if errs[i] != nil || !got[i].Found {
-				lost = append(lost, ids[i])
-				continue
-			}
-			entries[i] = got[i]
+	for j, i := range miss {
+		if !fetched {
+			lost = append(lost, ids[i])
+			continue
 		}
+		e, err := cache.ParseMarket(cmds[j])
+		if err != nil || !e.Found {
+			lost = append(lost, ids[i])
+			continue
+		}
+		entries[i] = e
+		s.prices.store(ids[i], e, drops[j], readAt)
 	}
 	if len(lost) > 0 {
 		docs, err := s.fallback.MarketDocsByID(c.UserContext(), lost)

@@ -74,9 +74,15 @@ func (l listedSummaries) fromCache(ctx context.Context, read func() (map[string]
 // onChangeNotice refreshes the search index for the events a batch touched.
 func (s *Server) onChangeNotice(m *nats.Msg) {
 	var n struct {
-		Events []string `json:"events"`
+		Events  []string `json:"events"`
+		Markets []string `json:"markets"`
 	}
-	if err := json.Unmarshal(m.Data, &n); err != nil || len(n.Events) == 0 {
+	if err := json.Unmarshal(m.Data, &n); err != nil {
+		s.prices.flush() // unreadable: be safe
+		return
+	}
+	s.prices.drop(n.Markets)
+	if len(n.Events) == 0 {
 		return
 	}
 	go func() {

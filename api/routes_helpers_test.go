@@ -93,6 +93,9 @@ func (w *rtWorld) start(t *testing.T, opts ...option) *node {
 		api: api.Config{
 			DocsOrigin: docsOrigin, KeyPepper: w.pepper, CursorSecret: w.cursor,
 			KeyNoticeSubject: w.subject, NoticeSubject: w.names.NoticeSubject,
+			// Short, so that a flushed Redis is noticed (and repaired) by the
+			// next snapshot well within the tests' patience.
+			PriceCacheTTL: 200 * time.Millisecond,
 		},
 		limit: ratelimit.Config{
 			Limit: 1_000_000, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: 5 * time.Minute, Prefix: w.prefix,

@@ -45,6 +45,9 @@ type Config struct {
 	// SearchResync is how often the search index reloads in full (60s), the
 	// safety net for a lost change notice.
 	SearchResync time.Duration
+	// PriceCacheTTL bounds how long the node serves a price item without a
+	// change notice (2s); notices drop rewritten items at once.
+	PriceCacheTTL time.Duration
 }
 
 // Deps are the node's collaborators.
@@ -82,6 +85,7 @@ type Server struct {
 	search    *searchIndex
 	// repairs bounds the background cache repairs in flight.
 	repairs chan struct{}
+	prices  *priceCache
 }
 
 // New builds a node; Serve starts it.
@@ -98,6 +102,9 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if cfg.SearchResync == 0 {
 		cfg.SearchResync = time.Minute
 	}
+	if cfg.PriceCacheTTL == 0 {
+		cfg.PriceCacheTTL = 2 * time.Second
+	}
 	if d.Now == nil {
 		d.Now = time.Now
 	}
@@ -109,6 +116,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		log: d.Log, now: d.Now, origins: map[string]bool{cfg.DocsOrigin: true},
 		hasher: store.NewHasher(cfg.KeyPepper), cache: d.Cache, fallback: d.Fallback,
 		repairs: make(chan struct{}, 16),
+		prices:  newPriceCache(cfg.PriceCacheTTL, 300_000, time.Now),
 	}
 	if d.Cache != nil {
 		s.search = newSearchIndex(listedSummaries{cache: d.Cache, fallback: d.Fallback})
@@ -154,7 +162,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 			}
 			s.subs = append(s.subs, sub)
 		}
-		d.NC.SetReconnectHandler(func(*nats.Conn) { s.keys.flush() })
+		d.NC.SetReconnectHandler(func(*nats.Conn) { s.keys.flush(); s.prices.flush() })
 	}
 	return s, nil
 }
