@@ -384,5 +384,5 @@ func (s *Server) searchEvents(c *fiber.Ctx) error {
 	if !s.search.Ready() {
 		return &Error{Kind: KindUnavailable, Message: "search is loading; try again"}
 	}
-	return send(c, listBody(s.search.Search(q, limit), nil))
+	return send(c, s.search.answer(q, limit, func(items [][]byte) []byte { return listBody(items, nil) }))
 }

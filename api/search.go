@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,9 @@ type searchIndex struct {
 	// log reports summaries that cannot be read and failed resyncs.
 	log  *slog.Logger
 	snap atomic.Pointer[searchSnapshot]
+	// memos are rendered answers by query (see answer).
+	memos     sync.Map
+	memoCount atomic.Int64
 	// loaded is set by the first successful Load.
 	loaded atomic.Bool
 	// blockSize is searchBlockSize (tests make it small).
@@ -466,7 +470,11 @@ func (s *searchSnapshot) appendBlocks(items []searchItem, size int, grams *searc
 // through the same mapping, so what matches is consistent whatever the
 // script. A q holding NUL matches nothing (no title holds one).
 func (x *searchIndex) Search(q string, limit int) [][]byte {
-	s := x.snap.Load()
+	return x.searchIn(x.snap.Load(), q, limit)
+}
+
+// searchIn is Search on one snapshot.
+func (x *searchIndex) searchIn(s *searchSnapshot, q string, limit int) [][]byte {
 	lq := strings.ToLower(q)
 	if limit <= 0 || strings.IndexByte(lq, searchSep) >= 0 {
 		return [][]byte{}
@@ -571,4 +579,32 @@ func (x *searchIndex) resync(ctx context.Context) {
 	if err := x.Load(ctx); err != nil && ctx.Err() == nil {
 		x.log.Warn("search index resync failed", "err", err)
 	}
+}
+
+// searchMemo is one rendered search answer and the index snapshot it came
+// from: valid while the index has not changed since.
+type searchMemo struct {
+	snap *searchSnapshot
+	body []byte
+}
+
+// maxSearchMemos bounds the answers a node keeps; past it they are dropped.
+const maxSearchMemos = 4096
+
+// answer renders the search answer for q and limit, reusing the one
+// rendered for the same query against the same snapshot: pollers repeat
+// their queries, and the index changes only with listed events.
+func (x *searchIndex) answer(q string, limit int, render func([][]byte) []byte) []byte {
+	snap := x.snap.Load()
+	key := strconv.Itoa(limit) + "\x00" + q
+	if v, ok := x.memos.Load(key); ok && v.(*searchMemo).snap == snap {
+		return v.(*searchMemo).body
+	}
+	body := render(x.searchIn(snap, q, limit))
+	if x.memoCount.Add(1) > maxSearchMemos {
+		x.memos.Clear()
+		x.memoCount.Store(0)
+	}
+	x.memos.Store(key, &searchMemo{snap: snap, body: body})
+	return body
 }

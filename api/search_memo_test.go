@@ -1,0 +1,37 @@
+package api
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestSearchAnswerMemo: a repeated query reuses its rendered answer until
+// the index changes; then it is rendered afresh.
+func TestSearchAnswerMemo(t *testing.T) {
+	ctx := context.Background()
+	src := newFakeSummaries()
+	src.put("e1", "Will it rain", 10)
+	x := newSearchIndex(src)
+	if err := x.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	renders := 0
+	render := func(items [][]byte) []byte {
+		renders++
+		return listBody(items, nil)
+	}
+	first := x.answer("rain", 20, render)
+	again := x.answer("rain", 20, render)
+	if renders != 1 || string(first) != string(again) {
+		t.Fatalf("repeated query: %d renders, want 1", renders)
+	}
+	src.put("e2", "Rain in Spain", 99)
+	if err := x.Update(ctx, []string{"e2"}); err != nil {
+		t.Fatal(err)
+	}
+	after := x.answer("rain", 20, render)
+	if renders != 2 || !strings.Contains(string(after), `"e2"`) {
+		t.Errorf("after an update: %d renders, answer %s; want a fresh answer holding e2", renders, after)
+	}
+}
