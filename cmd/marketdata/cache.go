@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -17,36 +19,29 @@ func (c *cli) cacheCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			cfg, err := LoadConfig(c.getenv, secretsUnused)
-			if err != nil {
-				return err
-			}
-			pool, err := connectPostgres(ctx, "MD_DATABASE_URL", cfg.DatabaseURL)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			st := store.New(pool)
-			if err := st.CheckSchema(ctx); err != nil {
-				return err
-			}
-			rdb, err := connectRedis(ctx, cfg.RedisURL)
-			if err != nil {
-				return err
-			}
-			defer rdb.Close()
-			started := time.Now()
-			stats, err := newCache(rdb, cfg).Rebuild(ctx, st)
-			if err != nil {
-				return err
-			}
-			took := time.Since(started)
-			return c.print(map[string]any{
-				"events": stats.Events, "markets": stats.Markets, "trade_lists": stats.TradeLists,
-				"pruned": stats.Pruned, "seconds": took.Seconds(),
-			}, fmt.Sprintf("rebuilt %d event, %d market and %d trade-list documents, pruned %d stale entries, in %s",
-				stats.Events, stats.Markets, stats.TradeLists, stats.Pruned, took.Round(time.Millisecond)))
+			return c.withStore(ctx, func(st *store.Store, cfg *Config) error {
+				rdb, err := connectRedis(ctx, cfg.RedisURL)
+				if err != nil {
+					return err
+				}
+				defer rdb.Close()
+				return c.rebuild(ctx, st, newCache(rdb, cfg))
+			})
 		},
 	})
 	return cmd
+}
+
+func (c *cli) rebuild(ctx context.Context, st *store.Store, cch *cache.Cache) error {
+	started := time.Now()
+	stats, err := cch.Rebuild(ctx, st)
+	if err != nil {
+		return err
+	}
+	took := time.Since(started)
+	return c.print(map[string]any{
+		"events": stats.Events, "markets": stats.Markets, "trade_lists": stats.TradeLists,
+		"pruned": stats.Pruned, "renumbered": stats.Renumbered, "seconds": took.Seconds(),
+	}, fmt.Sprintf("rebuilt %d event, %d market and %d trade-list documents, pruned %d stale entries, renumbered %d revisions, in %s",
+		stats.Events, stats.Markets, stats.TradeLists, stats.Pruned, stats.Renumbered, took.Round(time.Millisecond)))
 }
