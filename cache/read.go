@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -21,22 +20,12 @@ type EventEntry struct {
 
 // Event reads an event's document.
 func (c *Cache) Event(ctx context.Context, id string) (EventEntry, error) {
-	vals, err := c.rdb.HMGet(ctx, c.EventKey(id), "g", "b", "m").Result()
-	if err != nil {
+	p := c.rdb.Pipeline()
+	cmd := c.QueueEvent(p, id)
+	if _, err := p.Exec(ctx); err != nil {
 		return EventEntry{}, fmt.Errorf("cache: read event %s: %w", id, err)
 	}
-	var e EventEntry
-	if g, ok := vals[0].(string); ok {
-		e.Found = true
-		fmt.Sscan(g, &e.Gen) //nolint:errcheck // written by us as an integer
-	}
-	if b, ok := vals[1].(string); ok {
-		e.Body = []byte(b)
-	}
-	if m, ok := vals[2].(string); ok {
-		e.MergedInto = m
-	}
-	return e, nil
+	return ParseEvent(cmd)
 }
 
 // MarketEntry is a cached price item as stored.
@@ -52,22 +41,18 @@ func (c *Cache) Markets(ctx context.Context, ids []string) ([]MarketEntry, error
 	p := c.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, id := range ids {
-		cmds[i] = p.HMGet(ctx, c.MarketKey(id), "g", "s", "b")
+		cmds[i] = c.QueueMarket(p, id)
 	}
-	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	if _, err := p.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("cache: read %d markets: %w", len(ids), err)
 	}
 	out := make([]MarketEntry, len(ids))
 	for i, cmd := range cmds {
-		vals := cmd.Val()
-		if g, ok := vals[0].(string); ok {
-			out[i].Found = true
-			fmt.Sscan(g, &out[i].Gen) //nolint:errcheck // written by us as an integer
+		m, err := ParseMarket(cmd)
+		if err != nil {
+			return nil, fmt.Errorf("cache: read market %s: %w", ids[i], err)
 		}
-		out[i].Served = vals[1] == "1"
-		if b, ok := vals[2].(string); ok {
-			out[i].Body = []byte(b)
-		}
+		out[i] = m
 	}
 	return out, nil
 }
