@@ -60,15 +60,11 @@ func runAPI(ctx context.Context, cfg *Config, log *slog.Logger, reg *prometheus.
 		defer primary.Close()
 		keys = store.New(primary)
 	}
-	rdb, err := connectRedis(ctx, cfg.RedisURL)
+	rdb, nc, err := connectCaches(ctx, cfg, "marketdata api")
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	nc, err := connectNATS(cfg.NATSURL, "marketdata api")
-	if err != nil {
-		return err
-	}
 	defer nc.Close()
 
 	id := make([]byte, 6)
@@ -101,11 +97,7 @@ func runAPI(ctx context.Context, cfg *Config, log *slog.Logger, reg *prometheus.
 	if err != nil {
 		return &configError{"MD_HTTP_ADDR", "cannot listen: " + err.Error()}
 	}
-	admin, err := startAdmin(cfg.AdminAddr, reg, []check{
-		{"postgres", st.Ping},
-		{"redis", func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
-		{"nats", func(context.Context) error { return natsStatus(nc) }},
-	}, log)
+	admin, err := startAdmin(cfg.AdminAddr, reg, readiness(st, rdb, nc), log)
 	if err != nil {
 		ln.Close()
 		return err

@@ -80,3 +80,27 @@ func validateIngest(ic *ingest.Config) error {
 	}
 	return nil
 }
+
+// connectCaches opens Redis and NATS for a long-running process; close both
+// when done (also on error: what was opened is returned).
+func connectCaches(ctx context.Context, cfg *Config, name string) (redis.UniversalClient, *nats.Conn, error) {
+	rdb, err := connectRedis(ctx, cfg.RedisURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := connectNATS(cfg.NATSURL, name)
+	if err != nil {
+		rdb.Close()
+		return nil, nil, err
+	}
+	return rdb, nc, nil
+}
+
+// readiness is what /readyz checks: every dependency answers.
+func readiness(st *store.Store, rdb redis.UniversalClient, nc *nats.Conn) []check {
+	return []check{
+		{"postgres", st.Ping},
+		{"redis", func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+		{"nats", func(context.Context) error { return natsStatus(nc) }},
+	}
+}

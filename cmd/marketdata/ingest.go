@@ -50,15 +50,11 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 	if err := st.CheckSchema(ctx); err != nil {
 		return err
 	}
-	rdb, err := connectRedis(ctx, cfg.RedisURL)
+	rdb, nc, err := connectCaches(ctx, cfg, "marketdata ingest")
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	nc, err := connectNATS(cfg.NATSURL, "marketdata ingest")
-	if err != nil {
-		return err
-	}
 	defer nc.Close()
 
 	cch := newCache(rdb, cfg)
@@ -69,11 +65,7 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 	if err != nil {
 		return err
 	}
-	admin, err := startAdmin(cfg.AdminAddr, reg, []check{
-		{"postgres", st.Ping},
-		{"redis", cch.Ping},
-		{"nats", func(context.Context) error { return natsStatus(nc) }},
-	}, log)
+	admin, err := startAdmin(cfg.AdminAddr, reg, readiness(st, rdb, nc), log)
 	if err != nil {
 		return err
 	}
