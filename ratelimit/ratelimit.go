@@ -12,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -32,35 +34,38 @@ type Result struct {
 	Degraded bool
 }
 
-// windowScript counts one request in the account's fixed window. Windows are
-// aligned to multiples of the window length on the Redis clock, so every node
-// agrees on when a window starts.
-// KEYS[1] the account's key; ARGV[1] limit; ARGV[2] window in ms.
-// Returns {allowed (0|1), remaining, ms until the window ends, window start}.
+// windowScript counts ARGV[3] requests of one account in its fixed window,
+// as that many calls one after the other would: the first ones are accepted
+// while the window has room, the rest refused. Windows are aligned to
+// multiples of the window length on the Redis clock, so every node agrees on
+// when a window starts.
+// KEYS[1] the account's key; ARGV[1] limit; ARGV[2] window in ms; ARGV[3]
+// requests. Returns {accepted, count before them, ms until the window ends,
+// window start}.
 var windowScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local limit = tonumber(ARGV[1])
 local w = tonumber(ARGV[2])
+local k = tonumber(ARGV[3])
 local start = now - (now % w)
 local cur = redis.call('HMGET', KEYS[1], 's', 'n')
 local n = 0
 if tonumber(cur[1]) == start then n = tonumber(cur[2]) end
-local allowed = 0
-if n < limit then
-  n = n + 1
-  allowed = 1
-  redis.call('HSET', KEYS[1], 's', start, 'n', n)
+local a = math.max(0, math.min(k, limit - n))
+if a > 0 then
+  redis.call('HSET', KEYS[1], 's', start, 'n', n + a)
   redis.call('PEXPIREAT', KEYS[1], start + w)
 end
-return {allowed, limit - n, start + w - now, start}
+return {a, n, start + w - now, start}
 `)
 
-// refundScript takes back one counted request when its window is still the
-// current one. KEYS[1] the account's key; ARGV[1] the window start.
+// refundScript takes back counted requests when their window is still the
+// current one. KEYS[1] the account's key; ARGV[1] the window start; ARGV[2]
+// how many.
 var refundScript = redis.NewScript(`
 if tonumber(redis.call('HGET', KEYS[1], 's')) == tonumber(ARGV[1]) then
-  redis.call('HINCRBY', KEYS[1], 'n', -1)
+  redis.call('HINCRBY', KEYS[1], 'n', -tonumber(ARGV[2]))
 end
 return 0
 `)
@@ -125,6 +130,30 @@ type Limiter struct {
 	cfg      Config
 	fallback *local
 	batcher  batcher
+	// Counts of the admission round trips, for Register.
+	trips, admitted, windowCalls atomic.Uint64
+}
+
+// Register adds the limiter's counters to reg: how many admissions went to
+// Redis, in how many round trips and window script calls. Admissions per
+// round trip is how much the batching saves.
+func (l *Limiter) Register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "marketdata_ratelimit_round_trips_total", Help: "Pipelines sent to Redis to admit requests.",
+		}, func() float64 { return float64(l.trips.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "marketdata_ratelimit_admissions_total", Help: "Requests admitted or refused through Redis (fallback decisions not counted).",
+		}, func() float64 { return float64(l.admitted.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "marketdata_ratelimit_window_calls_total", Help: "Window script calls: one per account per round trip.",
+		}, func() float64 { return float64(l.windowCalls.Load()) }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // New returns a limiter. peers reports how many API nodes are alive (this
@@ -156,19 +185,27 @@ func (l *Limiter) Allow(ctx context.Context, account string) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
 	vals, err := windowScript.Run(ctx, l.rdb, []string{l.accountKey(account)},
-		l.cfg.Limit, l.cfg.Window.Milliseconds()).Int64Slice()
+		l.cfg.Limit, l.cfg.Window.Milliseconds(), 1).Int64Slice()
 	if err != nil {
 		r := l.fallback.allow("rl:"+account, l.cfg.Limit, l.cfg.Window)
 		return r, fmt.Errorf("ratelimit: window of %s: %w", account, err)
 	}
-	r := Result{
-		Allowed: vals[0] == 1, Limit: l.cfg.Limit, Remaining: int(max(vals[1], 0)),
-		ResetAfter: time.Duration(vals[2]) * time.Millisecond,
-	}
-	if !r.Allowed {
+	return l.windowResult(vals, 0), nil
+}
+
+// windowResult is the decision for the i-th (from 0) of the requests one
+// windowScript call counted.
+func (l *Limiter) windowResult(vals []int64, i int) Result {
+	accepted, before := vals[0], vals[1]
+	r := Result{Limit: l.cfg.Limit, ResetAfter: time.Duration(vals[2]) * time.Millisecond}
+	if int64(i) < accepted {
+		r.Allowed = true
+		r.Remaining = int(max(int64(l.cfg.Limit)-before-int64(i)-1, 0))
+	} else {
+		r.Remaining = int(max(int64(l.cfg.Limit)-before-accepted, 0))
 		r.RetryAfter = r.ResetAfter
 	}
-	return r, nil
+	return r
 }
 
 // Blocked reports whether an address has reached the failed-authentication
@@ -228,6 +265,9 @@ type Admission struct {
 	BlockedFor time.Duration
 	// Window is the account's window decision (when not Blocked).
 	Window Result
+	// windowStart is the window a blocked request was counted in, and
+	// refunded from.
+	windowStart int64
 }
 
 // Admit runs both checks in one round trip to Redis. Concurrent calls share
@@ -296,67 +336,104 @@ func (l *Limiter) fallbackAdmit(addr, account string, fetch func(redis.Pipeliner
 	return a, fmt.Errorf("ratelimit: admit %s from %s: %w", account, addr, cause)
 }
 
-// admitBatch decides a batch of admissions in one pipeline.
+// admitBatch decides a batch of admissions in one pipeline: one PTTL per
+// address and one window call per account, however many of the batch's
+// requests share them. The script counts an account's requests in batch
+// order, as that many calls one after the other would, so a poller's
+// concurrent requests cost Redis one script call per round trip.
 func (l *Limiter) admitBatch(reqs []*admitReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
 	defer cancel()
-	blocked := make([]*redis.Cmd, len(reqs)) // PTTL of the block marker
-	window := make([]*redis.Cmd, len(reqs))
+	type group struct {
+		key   string
+		n     int
+		cmd   *redis.Cmd
+		start int64 // window start, once decided
+		// refund counts accepted requests from blocked addresses.
+		refund int
+	}
 	p := l.rdb.Pipeline()
+	blocked := make(map[string]*redis.Cmd, len(reqs)) // PTTL of the block marker by address
+	groups := make(map[string]*group, len(reqs))
+	pos := make([]int, len(reqs)) // each request's place in its account's group
 	for i, r := range reqs {
-		blocked[i] = p.Do(ctx, "PTTL", l.blockKey(r.addr))
-		window[i] = windowScript.EvalSha(ctx, p, []string{l.accountKey(r.account)}, l.cfg.Limit, l.cfg.Window.Milliseconds())
+		if blocked[r.addr] == nil {
+			blocked[r.addr] = p.Do(ctx, "PTTL", l.blockKey(r.addr))
+		}
+		g := groups[r.account]
+		if g == nil {
+			g = &group{key: l.accountKey(r.account)}
+			groups[r.account] = g
+		}
+		pos[i] = g.n
+		g.n++
+	}
+	for _, g := range groups {
+		g.cmd = windowScript.EvalSha(ctx, p, []string{g.key}, l.cfg.Limit, l.cfg.Window.Milliseconds(), g.n)
+	}
+	for _, r := range reqs {
 		if r.fetch != nil {
 			r.fetch(p)
 		}
 	}
 	_, err := p.Exec(ctx)
+	l.trips.Add(1)
 	if err != nil && !isConnErr(err) {
 		// A command failed on its own (a read of the caller's, a lost
 		// script): each request judges its own commands below.
 		err = nil
 	}
 	if err == nil {
+		l.admitted.Add(uint64(len(reqs)))
+		l.windowCalls.Add(uint64(len(groups)))
 		// Redis lost the scripts (a restart, a failover): run again only
 		// the calls that did not run, so no window is charged twice.
-		for i, r := range reqs {
-			if isNoScript(window[i].Err()) {
-				window[i] = windowScript.Run(ctx, l.rdb, []string{l.accountKey(r.account)}, l.cfg.Limit, l.cfg.Window.Milliseconds())
+		for _, g := range groups {
+			if isNoScript(g.cmd.Err()) {
+				g.cmd = windowScript.Run(ctx, l.rdb, []string{g.key}, l.cfg.Limit, l.cfg.Window.Milliseconds(), g.n)
 			}
 		}
 	}
 	for i, r := range reqs {
 		r.err = err
 		if err == nil {
-			r.res, r.err = l.admission(ctx, r, blocked[i], window[i])
+			g := groups[r.account]
+			var accepted bool
+			r.res, accepted, r.err = l.admission(blocked[r.addr], g.cmd, pos[i])
+			if accepted && r.res.Blocked {
+				g.refund++
+				g.start = r.res.windowStart
+			}
 		}
+	}
+	// A blocked address is not charged: take back what the window counted
+	// for it. At worst, when this fails, requests too many stay counted.
+	for _, g := range groups {
+		if g.refund > 0 {
+			refundScript.Run(ctx, l.rdb, []string{g.key}, g.start, g.refund) //nolint:errcheck
+		}
+	}
+	for _, r := range reqs {
 		close(r.done)
 	}
 }
 
-func (l *Limiter) admission(ctx context.Context, r *admitReq, blocked, window *redis.Cmd) (Admission, error) {
+// admission reads request pos of an account's window call and its
+// address's block marker; accepted says whether the window counted it.
+func (l *Limiter) admission(blocked, window *redis.Cmd, pos int) (a Admission, accepted bool, err error) {
 	ttl, err := blocked.Int64()
 	if err != nil {
-		return Admission{}, err
+		return Admission{}, false, err
 	}
 	w, err := window.Int64Slice()
 	if err != nil {
-		return Admission{}, err
+		return Admission{}, false, err
 	}
+	res := l.windowResult(w, pos)
 	if isBlocked, retry := blockedFor(ttl); isBlocked {
-		if w[0] == 1 {
-			refundScript.Run(ctx, l.rdb, []string{l.accountKey(r.account)}, w[3]) //nolint:errcheck // at worst one request too many counted
-		}
-		return Admission{Blocked: true, BlockedFor: retry}, nil
+		return Admission{Blocked: true, BlockedFor: retry, windowStart: w[3]}, res.Allowed, nil
 	}
-	res := Result{
-		Allowed: w[0] == 1, Limit: l.cfg.Limit, Remaining: int(max(w[1], 0)),
-		ResetAfter: time.Duration(w[2]) * time.Millisecond,
-	}
-	if !res.Allowed {
-		res.RetryAfter = res.ResetAfter
-	}
-	return Admission{Window: res}, nil
+	return Admission{Window: res}, res.Allowed, nil
 }
 
 func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }

@@ -80,6 +80,9 @@ func runAPI(ctx context.Context, cfg *Config, log *slog.Logger, reg *prometheus.
 		AuthFailLimit: cfg.AuthFailLimit, AuthFailWindow: cfg.AuthFailWindow,
 		Prefix: cfg.RedisPrefix,
 	}, presence.Count, time.Now)
+	if err := limiter.Register(reg); err != nil {
+		return err
+	}
 	srv, err := api.New(api.Config{
 		DocsOrigin: cfg.DocsOrigin, AppOrigins: cfg.AppOrigins, TrustedProxies: cfg.TrustedProxies,
 		KeyPepper: cfg.KeyPepper, CursorSecret: cfg.CursorSecret, KeyNoticeSubject: KeyNoticeSubject,
