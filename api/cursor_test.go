@@ -515,6 +515,8 @@ func TestParseListQuery(t *testing.T) {
 		{"category", "", "a|b", "", ""},
 		{"category", "", "a\x1fb", "", ""},
 		{"venue", "", "", "venue_e", ""},
+		{"venue", "", "", sentEmpty, ""},
+		{"category", "", sentEmpty, "", ""},
 		{"venue", "", "", "VENUE_A", ""},
 		{"venue", "", "", "venue_a ", ""},
 		{"venue", "", "", "a", ""},

@@ -64,14 +64,14 @@ func notModified(c *fiber.Ctx, body []byte) bool {
 	return false
 }
 
-// sentEmpty stands for an integer parameter sent without a value ("limit=",
-// "limit"): c.Query gives "" for it as for an absent one, but an empty value
-// is not an integer (422), while an absent one takes the default. It is
-// refused like any other non-digit.
+// sentEmpty stands for a parameter sent without a value ("limit=", "venue"):
+// c.Query gives "" for it as for an absent one, but an empty value is not an
+// integer, a venue or a category (422), while an absent one means the default
+// or no filter. It is refused like any other bad character.
 const sentEmpty = "\x00"
 
-// intParam is the raw value of an integer query parameter, or sentEmpty.
-func intParam(c *fiber.Ctx, name string) string {
+// param is the raw value of a query parameter, or sentEmpty.
+func param(c *fiber.Ctx, name string) string {
 	v := c.Query(name)
 	if v == "" && c.Context().QueryArgs().Has(name) {
 		return sentEmpty
@@ -246,7 +246,7 @@ func (s *Server) snapshot(c *fiber.Ctx) error {
 // trades answers GET /markets/{universal_id}/trades.
 func (s *Server) trades(c *fiber.Ctx) error {
 	id := strings.Clone(c.Params("universal_id"))
-	limit, perr := parseLimit(intParam(c, "limit"), 50, cache.MaxTrades)
+	limit, perr := parseLimit(param(c, "limit"), 50, cache.MaxTrades)
 	var mcmd *redis.SliceCmd
 	var tcmd *redis.StringSliceCmd
 	var okcmd *redis.IntCmd
@@ -332,7 +332,7 @@ func listBody(items [][]byte, next []byte) []byte {
 // listEvents answers GET /events: a page of active served events in
 // ascending id order, walked with a cursor.
 func (s *Server) listEvents(c *fiber.Ctx) error {
-	q, perr := parseListQuery(intParam(c, "limit"), c.Query("category"), c.Query("venue"), intParam(c, "min_venues"), c.Query("cursor"))
+	q, perr := parseListQuery(param(c, "limit"), param(c, "category"), param(c, "venue"), param(c, "min_venues"), c.Query("cursor"))
 	cred := credential(c)
 	if cred == nil {
 		return errNoCredential
@@ -397,7 +397,7 @@ func minVenuesName(n int) string {
 
 // search answers GET /markets/search from the node's in-memory index.
 func (s *Server) searchEvents(c *fiber.Ctx) error {
-	q, limit, perr := parseSearch(c.Query("q"), intParam(c, "limit"))
+	q, limit, perr := parseSearch(c.Query("q"), param(c, "limit"))
 	if err := s.admit(c, nil); err != nil {
 		return err
 	}

@@ -131,8 +131,9 @@ func TestEventList(t *testing.T) {
 		}
 		for _, tc := range []struct{ query, param string }{
 			{"min_venues=0", "min_venues"}, {"min_venues=5", "min_venues"}, {"min_venues=x", "min_venues"},
-			{"venue=venue_e", "venue"}, {"venue=VENUE_A", "venue"},
-			{"category=Politics", "category"}, {"category=a_b", "category"},
+			{"venue=venue_e", "venue"}, {"venue=VENUE_A", "venue"}, {"venue=", "venue"}, {"venue", "venue"},
+			{"category=Politics", "category"}, {"category=a_b", "category"}, {"category=", "category"},
+			{"min_venues=", "min_venues"},
 			{"category=" + strings.Repeat("a", 33), "category"},
 		} {
 			a := n.get(t, "/public/v1/events?"+tc.query, secret)

@@ -53,6 +53,15 @@ type ReadsInputs struct {
 	TitlesStarting   int      `json:"titles_starting_with_query"`
 }
 
+// AdmissionTrips counts a route's admissions, the Redis round trips they
+// took and the window script calls in them (one per account per trip).
+type AdmissionTrips struct {
+	Route       string  `json:"route"`
+	Admissions  float64 `json:"admissions"`
+	RoundTrips  float64 `json:"round_trips"`
+	WindowCalls float64 `json:"window_calls"`
+}
+
 // ProcMem is a process's memory from /proc/<pid>/status, in MB.
 type ProcMem struct {
 	RSSMB float64 `json:"vm_rss_mb"`
@@ -73,6 +82,9 @@ type ReadsResult struct {
 	Load    ReadsLoad     `json:"load"`
 	Inputs  ReadsInputs   `json:"inputs"`
 	Routes  []HTTPCompare `json:"routes"`
+	// Admission is how the API node's limit checks went to Redis over each
+	// route's whole comparison, its warm-up included.
+	Admission []AdmissionTrips `json:"admission"`
 	// MemStart is the API child once its search index is loaded, MemEnd
 	// after every route's runs.
 	MemStart ProcMem     `json:"api_mem_start"`
@@ -136,11 +148,26 @@ func runReadsBench(ctx context.Context, o *Options, log *slog.Logger) (any, erro
 		{fmt.Sprintf("search %q", readsQuery), "/public/v1/markets/search?q=" + url.QueryEscape(readsQuery) + "&limit=20", 0},
 	}
 	for _, r := range routes {
+		before, err := node.Metrics(ctx)
+		if err != nil {
+			return nil, err
+		}
 		c, err := compare(ctx, o, node, r.name, r.path, r.goal, httpPlan, log)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r.name, err)
 		}
 		res.Routes = append(res.Routes, c)
+		after, err := node.Metrics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		d := after.Sub(before)
+		res.Admission = append(res.Admission, AdmissionTrips{
+			Route:       r.name,
+			Admissions:  d["marketdata_ratelimit_admissions_total"],
+			RoundTrips:  d["marketdata_ratelimit_round_trips_total"],
+			WindowCalls: d["marketdata_ratelimit_window_calls_total"],
+		})
 	}
 	if res.MemEnd, err = procMem(node.Pid()); err != nil {
 		return nil, err
@@ -309,6 +336,10 @@ func (r *ReadsResult) Print(bin string) {
 		in.Query, in.TitlesContaining, in.TitlesStarting, len(in.SnapshotIDs), in.EventID)
 	fmt.Printf("api memory: VmRSS %.0f MB / VmHWM %.0f MB after start (index loaded), VmRSS %.0f MB / VmHWM %.0f MB after the runs\n",
 		r.MemStart.RSSMB, r.MemStart.HWMMB, r.MemEnd.RSSMB, r.MemEnd.HWMMB)
+	for _, a := range r.Admission {
+		fmt.Printf("admission %s: %.0f requests in %.0f Redis round trips (%.1f a trip), %.0f window script calls\n",
+			a.Route, a.Admissions, a.RoundTrips, a.Admissions/max(a.RoundTrips, 1), a.WindowCalls)
+	}
 	for _, m := range slices.Sorted(maps.Keys(r.ChildWarnings)) {
 		fmt.Printf("api log: %d × %s\n", r.ChildWarnings[m], m)
 	}
