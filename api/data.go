@@ -306,7 +306,7 @@ func (s *Server) trades(c *fiber.Ctx) error {
 		}
 		s.repair(nil, docs, trades)
 	}
-	return send(c, listBody(items, nil))
+	return sendList(c, items, nil, false)
 }
 
 // listBody is {"data":[items...]}, with "next_cursor" when next is set
@@ -329,6 +329,36 @@ func listBody(items [][]byte, next []byte) []byte {
 	return b.Bytes()
 }
 
+// sendList answers {"data":[items...]} written straight into the response,
+// with "next_cursor" (next, or null when next is nil) when paged; nil items
+// are left out.
+func sendList(c *fiber.Ctx, items [][]byte, next []byte, paged bool) error {
+	r := c.Response()
+	r.ResetBody()
+	r.AppendBodyString(`{"data":[`)
+	n := 0
+	for _, it := range items {
+		if it == nil {
+			continue
+		}
+		if n > 0 {
+			r.AppendBodyString(",")
+		}
+		r.AppendBody(it)
+		n++
+	}
+	r.AppendBodyString("]")
+	if paged {
+		r.AppendBodyString(`,"next_cursor":`)
+		if next == nil {
+			next = []byte("null")
+		}
+		r.AppendBody(next)
+	}
+	r.AppendBodyString("}")
+	return sendWritten(c)
+}
+
 // listEvents answers GET /events: a page of active served events in
 // ascending id order, walked with a cursor.
 func (s *Server) listEvents(c *fiber.Ctx) error {
@@ -346,46 +376,49 @@ func (s *Server) listEvents(c *fiber.Ctx) error {
 		}
 	}
 	set := cache.SetName(q.filter.Category, q.filter.Venue, minVenuesName(q.filter.MinVenues))
+	key := pageKey{set: set, after: after, count: q.limit + 1}
 	var cmd *redis.Cmd
 	var fetch func(redis.Pipeliner)
-	if perr == nil {
-		fetch = func(p redis.Pipeliner) { cmd = s.cache.QueueListPage(p, set, after, q.limit+1) }
+	ids, sums, held, epoch := s.pages.lookup(key)
+	if perr == nil && !held {
+		fetch = func(p redis.Pipeliner) { cmd = s.cache.QueueListPage(p, set, after, key.count) }
 	}
+	readAt := time.Now()
 	if err := s.admit(c, fetch); err != nil {
 		return err
 	}
 	if perr != nil {
 		return perr
 	}
-	ctx := c.UserContext()
-	ids, sums, err := s.cache.ParseListPage(ctx, cmd, set, after, q.limit+1)
-	if err != nil {
-		// The listing is not whole in Redis: read the page from the store.
-		events, ferr := s.fallback.ListedEvents(ctx, q.filter, after, q.limit+1)
-		if ferr != nil {
-			return s.unavailable(errors.Join(err, ferr))
-		}
-		ids, sums = ids[:0], sums[:0]
-		for i := range events {
-			d := s.cache.Rules().RenderEvent(store.EventDoc{ID: events[i].ID, Event: &events[i]})
-			ids, sums = append(ids, events[i].ID), append(sums, d.Summary)
+	if !held {
+		ctx := c.UserContext()
+		var err error
+		ids, sums, err = s.cache.ParseListPage(ctx, cmd, set, after, key.count)
+		if err == nil {
+			s.pages.store(key, ids, sums, epoch, readAt)
+		} else {
+			// The listing is not whole in Redis: read the page from the store.
+			events, ferr := s.fallback.ListedEvents(ctx, q.filter, after, key.count)
+			if ferr != nil {
+				return s.unavailable(errors.Join(err, ferr))
+			}
+			ids, sums = ids[:0], sums[:0]
+			for i := range events {
+				d := s.cache.Rules().RenderEvent(store.EventDoc{ID: events[i].ID, Event: &events[i]})
+				ids, sums = append(ids, events[i].ID), append(sums, d.Summary)
+			}
 		}
 	}
-	next := []byte("null")
+	// ids and sums may be shared with other requests (the node's pages):
+	// read them, never change them.
+	var next []byte
 	if len(ids) > q.limit {
 		ids, sums = ids[:q.limit], sums[:q.limit]
 		next = []byte(`"` + encodeCursor(s.cfg.CursorSecret, binding, ids[len(ids)-1]) + `"`)
 	}
 	// An id read without its summary (pruned by a rebuild at that moment)
 	// moves the cursor but is not shown.
-	items := sums[:0]
-	for _, sum := range sums {
-		if sum != nil {
-			items = append(items, sum)
-		}
-	}
-	sums = items
-	return send(c, listBody(sums, next))
+	return sendList(c, sums, next, true)
 }
 
 func minVenuesName(n int) string {

@@ -338,3 +338,7 @@ func (e *env) notify(t *testing.T, accountID, keyID string) {
 		t.Fatalf("flush notice: %v", err)
 	}
 }
+
+// withCacheTTL sets how long the node serves price items and /events pages
+// without a change notice.
+func withCacheTTL(d time.Duration) option { return func(c *nodeConfig) { c.api.PriceCacheTTL = d } }

@@ -79,12 +79,14 @@ func (s *Server) onChangeNotice(m *nats.Msg) {
 	}
 	if err := json.Unmarshal(m.Data, &n); err != nil {
 		s.prices.flush() // unreadable: be safe
+		s.pages.flush()
 		return
 	}
 	s.prices.drop(n.Markets)
 	if len(n.Events) == 0 {
 		return
 	}
+	s.pages.drop(n.Events)
 	go func() {
 		if err := s.search.Update(context.Background(), n.Events); err != nil {
 			s.log.Warn("search index update failed; the periodic resync will catch up", "err", err)

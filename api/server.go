@@ -45,8 +45,9 @@ type Config struct {
 	// SearchResync is how often the search index reloads in full (60s), the
 	// safety net for a lost change notice.
 	SearchResync time.Duration
-	// PriceCacheTTL bounds how long the node serves a price item without a
-	// change notice (2s); notices drop rewritten items at once.
+	// PriceCacheTTL bounds how long the node serves a price item or an
+	// /events page without a change notice (2s); notices drop what a batch
+	// rewrote at once.
 	PriceCacheTTL time.Duration
 }
 
@@ -86,6 +87,7 @@ type Server struct {
 	// repairs bounds the background cache repairs in flight.
 	repairs chan struct{}
 	prices  *priceCache
+	pages   *pageCache
 }
 
 // New builds a node; Serve starts it.
@@ -117,6 +119,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		hasher: store.NewHasher(cfg.KeyPepper), cache: d.Cache, fallback: d.Fallback,
 		repairs: make(chan struct{}, 16),
 		prices:  newPriceCache(cfg.PriceCacheTTL, 300_000, time.Now),
+		pages:   newPageCache(cfg.PriceCacheTTL, 1024, time.Now),
 	}
 	if d.Cache != nil {
 		s.search = newSearchIndex(listedSummaries{cache: d.Cache, fallback: d.Fallback})
@@ -162,7 +165,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 			}
 			s.subs = append(s.subs, sub)
 		}
-		d.NC.SetReconnectHandler(func(*nats.Conn) { s.keys.flush(); s.prices.flush() })
+		d.NC.SetReconnectHandler(func(*nats.Conn) { s.keys.flush(); s.prices.flush(); s.pages.flush() })
 	}
 	return s, nil
 }

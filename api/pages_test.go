@@ -1,0 +1,96 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/marketdata/marketdata/ingest"
+)
+
+// TestEventPagesFollowNotices: a node keeps the /events pages it read, yet
+// with pages kept for an hour an event that changes, appears or resolves
+// shows on that node's pages within moments: ingest's change notice drops
+// the pages it touches. And the pages are served from the node: with the
+// listing deleted from Redis, a held page still answers.
+func TestEventPagesFollowNotices(t *testing.T) {
+	w, nodes, secret := rtSetup(t, 1, withCacheTTL(time.Hour))
+	n := nodes[0]
+	const first, crypto = "limit=5", "limit=4&category=crypto"
+	// matches reports whether a page is the model's: its ids and summaries.
+	matches := func(q string, f rtFilter, limit int) bool {
+		a := n.get(t, "/public/v1/events?"+q, secret)
+		if a.status != http.StatusOK {
+			t.Fatalf("%s: status %d %s", q, a.status, a.body)
+		}
+		var p rtPage
+		if err := json.Unmarshal(a.body, &p); err != nil {
+			t.Fatal(err)
+		}
+		want := w.model.listed(f)[:limit]
+		if len(p.Data) != len(want) {
+			return false
+		}
+		for i, raw := range p.Data {
+			var got map[string]any
+			json.Unmarshal(raw, &got) //nolint:errcheck
+			if !reflect.DeepEqual(rtNorm(got), w.model.summary(want[i])) {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !matches(first, rtFilter{}, 5) || !matches(crypto, rtFilter{category: "crypto"}, 4) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the node's pages still differ from the model after 5s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor("fixture")
+	all := w.model.listed(rtFilter{})
+
+	republish := func(id string, change func(*ingest.EventMsg)) {
+		t.Helper()
+		ev := *w.model.events[id]
+		v := *ev.Version + 1
+		ev.Version = &v
+		change(&ev)
+		w.publish(t, "event", id, ev)
+	}
+	str := func(s string) *string { return &s }
+	republish(all[0], func(e *ingest.EventMsg) { e.Title = str("A new title for " + all[0]) })
+	waitFor("title change")
+
+	// A new event below every id; in the crypto set too.
+	ev := *w.model.events[all[0]]
+	one := int64(1)
+	ev.UniversalID, ev.Version, ev.Category = str("--new"), &one, str("crypto")
+	w.publish(t, "event", "--new", ev)
+	waitFor("new event")
+
+	republish(all[2], func(e *ingest.EventMsg) { e.Status = str("resolved") })
+	waitFor("resolution")
+
+	// Served from the node: the listing's sets gone from Redis, held pages
+	// answer as before.
+	keys, err := w.rdb.Keys(t.Context(), w.cache.SetKey("*")).Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("listing sets: %q, %v", keys, err)
+	}
+	if err := w.rdb.Del(t.Context(), keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !matches(first, rtFilter{}, 5) || !matches(crypto, rtFilter{category: "crypto"}, 4) {
+		t.Error("held pages changed after the listing sets were deleted from Redis: not served from the node")
+	}
+	if a := n.get(t, "/public/v1/events?limit="+strconv.Itoa(6), secret); len(rtData(t, a)) != 0 {
+		t.Errorf("a page never read, after the sets were deleted: %s; want it read from Redis (empty)", a.body)
+	}
+}
