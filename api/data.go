@@ -235,7 +235,9 @@ func (s *Server) snapshot(c *fiber.Ctx) error {
 				r.AppendBodyString(",")
 			}
 			// ids match [A-Za-z0-9_-]: nothing to escape
-			r.AppendBodyString(`"` + ids[i] + `"`)
+			r.AppendBodyString(`"`)
+			r.AppendBodyString(ids[i])
+			r.AppendBodyString(`"`)
 			m++
 		}
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +61,11 @@ func (p *priceCache) store(id string, item cache.MarketEntry, drops uint32, fetc
 	}
 	if len(p.entries) >= p.max {
 		clear(p.entries) // a rare reset beats unbounded memory
+	}
+	if _, ok := p.entries[id]; !ok {
+		// A new key of its own: id may be a slice of a whole query string
+		// (parseIDs), which the map would otherwise keep alive.
+		id = strings.Clone(id)
 	}
 	p.entries[id] = priceEntry{item: item, fetched: fetched}
 }

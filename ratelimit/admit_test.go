@@ -151,15 +151,16 @@ func TestAdmitConcurrentExact(t *testing.T) {
 				acc, len(got), got, refused[acc], limit, limit-1)
 		}
 	}
-	// The first node's share went out in fewer round trips than requests,
-	// and with one window call per account per trip.
+	// The first node's share went out in fewer round trips than requests
+	// (600 goroutines released at once: they queue faster than Redis
+	// answers), with one window call per account per trip.
 	c := counters(t, reg)
-	trips, admitted, calls1 := c["marketdata_ratelimit_round_trips_total"], c["marketdata_ratelimit_admissions_total"], c["marketdata_ratelimit_window_calls_total"]
-	if admitted != calls/nodes || trips > admitted || calls1 > 2*trips || calls1 < trips {
-		t.Errorf("node 1: %v admissions in %v round trips with %v window calls; want %d admissions, ≤ 2 window calls a trip",
-			admitted, trips, calls1, calls/nodes)
+	trips, admitted, wcalls := c["marketdata_ratelimit_round_trips_total"], c["marketdata_ratelimit_admissions_total"], c["marketdata_ratelimit_window_calls_total"]
+	if admitted != calls/nodes || trips >= admitted || wcalls > 2*trips || wcalls >= admitted {
+		t.Errorf("node 1: %v admissions in %v round trips with %v window calls; want %d admissions sharing round trips, ≤ 2 window calls a trip",
+			admitted, trips, wcalls, calls/nodes)
 	}
-	t.Logf("node 1: %v admissions, %v round trips, %v window calls", admitted, trips, calls1)
+	t.Logf("node 1: %v admissions, %v round trips, %v window calls", admitted, trips, wcalls)
 }
 
 // TestAdmitBlockedBatchRefunds: many admissions at once from a blocked

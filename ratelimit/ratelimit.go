@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -131,7 +132,7 @@ type Limiter struct {
 	fallback *local
 	batcher  batcher
 	// Counts of the admission round trips, for Register.
-	trips, admitted, windowCalls atomic.Uint64
+	trips, admitted, windowCalls, refundFailures atomic.Uint64
 }
 
 // Register adds the limiter's counters to reg: how many admissions went to
@@ -143,11 +144,14 @@ func (l *Limiter) Register(reg prometheus.Registerer) error {
 			Name: "marketdata_ratelimit_round_trips_total", Help: "Pipelines sent to Redis to admit requests.",
 		}, func() float64 { return float64(l.trips.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "marketdata_ratelimit_admissions_total", Help: "Requests admitted or refused through Redis (fallback decisions not counted).",
+			Name: "marketdata_ratelimit_admissions_total", Help: "Requests decided by Redis: admitted, refused or blocked (decisions of the fallback not counted).",
 		}, func() float64 { return float64(l.admitted.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "marketdata_ratelimit_window_calls_total", Help: "Window script calls: one per account per round trip.",
+			Name: "marketdata_ratelimit_window_calls_total", Help: "Window script calls sent: one per account per round trip, and a second after Redis lost the script.",
 		}, func() float64 { return float64(l.windowCalls.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "marketdata_ratelimit_refund_failures_total", Help: "Refunds of requests from blocked addresses that failed: those stay counted until their window ends.",
+		}, func() float64 { return float64(l.refundFailures.Load()) }),
 	} {
 		if err := reg.Register(c); err != nil {
 			return err
@@ -265,9 +269,6 @@ type Admission struct {
 	BlockedFor time.Duration
 	// Window is the account's window decision (when not Blocked).
 	Window Result
-	// windowStart is the window a blocked request was counted in, and
-	// refunded from.
-	windowStart int64
 }
 
 // Admit runs both checks in one round trip to Redis. Concurrent calls share
@@ -336,36 +337,39 @@ func (l *Limiter) fallbackAdmit(addr, account string, fetch func(redis.Pipeliner
 	return a, fmt.Errorf("ratelimit: admit %s from %s: %w", account, addr, cause)
 }
 
+// admitGroup is the requests of one account in one admission round trip.
+type admitGroup struct {
+	key string
+	// n is how many requests the window call counts.
+	n   int
+	cmd *redis.Cmd
+	// good is how many of them were given a place so far.
+	good int
+}
+
 // admitBatch decides a batch of admissions in one pipeline: one PTTL per
 // address and one window call per account, however many of the batch's
-// requests share them. The script counts an account's requests in batch
-// order, as that many calls one after the other would, so a poller's
-// concurrent requests cost Redis one script call per round trip.
+// requests share them. An account's window call counts all k of its
+// requests, as k calls in a row would; its places are handed out after the
+// round trip, in batch order, to the requests whose address is not blocked,
+// and what it counted for the others (blocked, or their PTTL failed) is
+// refunded. So a poller's concurrent requests cost Redis one script call per
+// round trip, and a blocked address never takes a good request's place.
 func (l *Limiter) admitBatch(reqs []*admitReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
 	defer cancel()
-	type group struct {
-		key   string
-		n     int
-		cmd   *redis.Cmd
-		start int64 // window start, once decided
-		// refund counts accepted requests from blocked addresses.
-		refund int
-	}
 	p := l.rdb.Pipeline()
 	blocked := make(map[string]*redis.Cmd, len(reqs)) // PTTL of the block marker by address
-	groups := make(map[string]*group, len(reqs))
-	pos := make([]int, len(reqs)) // each request's place in its account's group
-	for i, r := range reqs {
+	groups := make(map[string]*admitGroup, len(reqs))
+	for _, r := range reqs {
 		if blocked[r.addr] == nil {
 			blocked[r.addr] = p.Do(ctx, "PTTL", l.blockKey(r.addr))
 		}
 		g := groups[r.account]
 		if g == nil {
-			g = &group{key: l.accountKey(r.account)}
+			g = &admitGroup{key: l.accountKey(r.account)}
 			groups[r.account] = g
 		}
-		pos[i] = g.n
 		g.n++
 	}
 	for _, g := range groups {
@@ -384,56 +388,108 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 		err = nil
 	}
 	if err == nil {
-		l.admitted.Add(uint64(len(reqs)))
 		l.windowCalls.Add(uint64(len(groups)))
-		// Redis lost the scripts (a restart, a failover): run again only
-		// the calls that did not run, so no window is charged twice.
+		l.rerunLost(ctx, groups)
+	}
+	for _, r := range reqs {
+		if r.err = err; err == nil {
+			r.res, r.err = l.place(groups[r.account], blocked[r.addr])
+		}
+		if r.err == nil {
+			l.admitted.Add(1)
+		}
+	}
+	// What a window counted beyond the requests given a place (blocked
+	// addresses, failed reads) is taken back before those accounts'
+	// requests are answered: a caller's next request never finds its
+	// window charged for a blocked one (requests of other round trips in
+	// between may). Other accounts' requests are answered at once.
+	var refunds []*admitGroup
+	if err == nil {
 		for _, g := range groups {
-			if isNoScript(g.cmd.Err()) {
-				g.cmd = windowScript.Run(ctx, l.rdb, []string{g.key}, l.cfg.Limit, l.cfg.Window.Milliseconds(), g.n)
+			if w, werr := g.cmd.Int64Slice(); werr == nil && w[0] > int64(g.good) {
+				refunds = append(refunds, g)
 			}
-		}
-	}
-	for i, r := range reqs {
-		r.err = err
-		if err == nil {
-			g := groups[r.account]
-			var accepted bool
-			r.res, accepted, r.err = l.admission(blocked[r.addr], g.cmd, pos[i])
-			if accepted && r.res.Blocked {
-				g.refund++
-				g.start = r.res.windowStart
-			}
-		}
-	}
-	// A blocked address is not charged: take back what the window counted
-	// for it. At worst, when this fails, requests too many stay counted.
-	for _, g := range groups {
-		if g.refund > 0 {
-			refundScript.Run(ctx, l.rdb, []string{g.key}, g.start, g.refund) //nolint:errcheck
 		}
 	}
 	for _, r := range reqs {
-		close(r.done)
+		if g := groups[r.account]; !slices.Contains(refunds, g) {
+			close(r.done)
+		}
+	}
+	if len(refunds) == 0 {
+		return
+	}
+	l.refund(refunds)
+	for _, r := range reqs {
+		if g := groups[r.account]; slices.Contains(refunds, g) {
+			close(r.done)
+		}
 	}
 }
 
-// admission reads request pos of an account's window call and its
-// address's block marker; accepted says whether the window counted it.
-func (l *Limiter) admission(blocked, window *redis.Cmd, pos int) (a Admission, accepted bool, err error) {
+// place decides one request of g, in batch order, given its address's
+// block marker.
+func (l *Limiter) place(g *admitGroup, blocked *redis.Cmd) (Admission, error) {
+	w, err := g.cmd.Int64Slice()
+	if err != nil {
+		return Admission{}, err
+	}
 	ttl, err := blocked.Int64()
 	if err != nil {
-		return Admission{}, false, err
+		return Admission{}, err
 	}
-	w, err := window.Int64Slice()
-	if err != nil {
-		return Admission{}, false, err
-	}
-	res := l.windowResult(w, pos)
 	if isBlocked, retry := blockedFor(ttl); isBlocked {
-		return Admission{Blocked: true, BlockedFor: retry, windowStart: w[3]}, res.Allowed, nil
+		return Admission{Blocked: true, BlockedFor: retry}, nil
 	}
-	return Admission{Window: res}, res.Allowed, nil
+	res := l.windowResult(w, g.good)
+	g.good++
+	return Admission{Window: res}, nil
+}
+
+// rerunLost runs again the window calls that Redis refused for a lost
+// script (a restart, a failover): only those, which counted nothing, so no
+// window is charged twice. The script is loaded once; the calls go out in
+// one pipeline.
+func (l *Limiter) rerunLost(ctx context.Context, groups map[string]*admitGroup) {
+	var lost []*admitGroup
+	for _, g := range groups {
+		if isNoScript(g.cmd.Err()) {
+			lost = append(lost, g)
+		}
+	}
+	if len(lost) == 0 {
+		return
+	}
+	if err := windowScript.Load(ctx, l.rdb).Err(); err != nil {
+		return // each lost call keeps its NOSCRIPT error: those requests fall back
+	}
+	p := l.rdb.Pipeline()
+	for _, g := range lost {
+		g.cmd = windowScript.EvalSha(ctx, p, []string{g.key}, l.cfg.Limit, l.cfg.Window.Milliseconds(), g.n)
+	}
+	p.Exec(ctx) //nolint:errcheck // each call carries its own error
+	l.windowCalls.Add(uint64(len(lost)))
+}
+
+// refund takes back, in one pipeline with a budget of its own, what each
+// group's window call counted beyond the requests given a place. A failed
+// refund leaves them counted until the window ends
+// (marketdata_ratelimit_refund_failures_total).
+func (l *Limiter) refund(groups []*admitGroup) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
+	defer cancel()
+	p := l.rdb.Pipeline()
+	for _, g := range groups {
+		w, _ := g.cmd.Int64Slice() // read without error by the caller
+		refundScript.Eval(ctx, p, []string{g.key}, w[3], w[0]-int64(g.good))
+	}
+	cmds, _ := p.Exec(ctx)
+	for _, c := range cmds {
+		if c.Err() != nil {
+			l.refundFailures.Add(1)
+		}
+	}
 }
 
 func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }

@@ -1,0 +1,94 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/internal/testenv"
+)
+
+// TestAdmitBatchPlaces decides fixed batches in one round trip each, as the
+// sender does, and checks every request's decision and the count left in
+// Redis: an account's requests are counted as calls in a row would be, and
+// requests from a blocked address take no place in the window.
+func TestAdmitBatchPlaces(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	ctx := context.Background()
+	const bad, good = "192.0.2.66", "192.0.2.1"
+	type want struct {
+		blocked   bool
+		allowed   bool
+		remaining int
+	}
+	for i, tc := range []struct {
+		name  string
+		limit int
+		used  int
+		addrs []string
+		want  []want
+		count int // the window's count afterwards
+	}{
+		{"past the limit", 3, 0, []string{good, good, good, good, good},
+			[]want{{false, true, 2}, {false, true, 1}, {false, true, 0}, {false, false, 0}, {false, false, 0}}, 3},
+		{"blocked first, little room", 3, 1, []string{bad, bad, good, good},
+			[]want{{true, false, 0}, {true, false, 0}, {false, true, 1}, {false, true, 0}}, 3},
+		{"blocked between", 10, 0, []string{bad, good, bad, good},
+			[]want{{true, false, 0}, {false, true, 9}, {true, false, 0}, {false, true, 8}}, 2},
+		{"only blocked", 5, 4, []string{bad, bad},
+			[]want{{true, false, 0}, {true, false, 0}}, 4},
+		{"full window, blocked too", 2, 2, []string{bad, good},
+			[]want{{true, false, 0}, {false, false, 0}}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := 30 * time.Second
+			l := New(rdb, Config{Limit: tc.limit, Window: w, AuthFailLimit: 1, AuthFailWindow: time.Minute,
+				Prefix: fmt.Sprintf("%s%d:", prefix, i), Timeout: 2 * time.Second}, nil, nil)
+			roomInWindow(t, rdb, w, 3*time.Second)
+			if err := l.Failed(ctx, bad); err != nil {
+				t.Fatal(err)
+			}
+			for range tc.used {
+				if r, err := l.Allow(ctx, "acc"); err != nil || !r.Allowed {
+					t.Fatalf("Allow: %+v, %v", r, err)
+				}
+			}
+			var reqs []*admitReq
+			for _, a := range tc.addrs {
+				reqs = append(reqs, &admitReq{addr: a, account: "acc", done: make(chan struct{})})
+			}
+			l.admitBatch(reqs)
+			for j, r := range reqs {
+				<-r.done
+				got := want{r.res.Blocked, r.res.Window.Allowed, r.res.Window.Remaining}
+				if r.err != nil || got != tc.want[j] {
+					t.Errorf("request %d (%s): got %+v, %v; want %+v", j, tc.addrs[j], got, r.err, tc.want[j])
+				}
+			}
+			n, err := rdb.HGet(ctx, l.accountKey("acc"), "n").Int()
+			if err != nil && err != redis.Nil {
+				t.Fatal(err)
+			}
+			if n != tc.count {
+				t.Errorf("window count afterwards: %d, want %d", n, tc.count)
+			}
+		})
+	}
+}
+
+// roomInWindow waits until the aligned window of length w has at least
+// need left on the Redis clock.
+func roomInWindow(t *testing.T, rdb *redis.Client, w, need time.Duration) {
+	t.Helper()
+	now, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, wms := now.UnixMilli(), w.Milliseconds()
+	if left := time.Duration(wms-ms%wms) * time.Millisecond; left < need {
+		time.Sleep(left + 5*time.Millisecond)
+	}
+}
