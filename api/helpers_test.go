@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/api"
+	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/ratelimit"
 	"github.com/marketdata/marketdata/store"
@@ -118,6 +119,12 @@ type nodeConfig struct {
 	rdb    redis.UniversalClient
 	creds  api.Credentials
 	setup  func(*api.Server)
+	// cache and fallback serve the data routes (rtWorld's nodes); without
+	// a cache the node has only the front door.
+	cache    *cache.Cache
+	fallback api.Fallback
+	// load runs Server.Start before serving, as `marketdata api` does.
+	load bool
 }
 
 type option func(*nodeConfig)
@@ -166,17 +173,24 @@ func (e *env) node(t *testing.T, opts ...option) *node {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	return e.start(t, cfg)
+}
+
+// start runs a node of cfg with a NATS connection of its own, and shuts it
+// down when the test ends.
+func (e *env) start(t *testing.T, cfg nodeConfig) *node {
+	t.Helper()
 	nc, err := nats.Connect(testenv.NATSURL, nats.Timeout(3*time.Second))
 	if err != nil {
 		testenv.Unavailable(t, "NATS", err)
 	}
 	logs := &syncBuffer{}
 	srv, err := api.New(cfg.api, api.Deps{
-		Credentials: cfg.creds,
-		Limiter:     ratelimit.New(cfg.rdb, cfg.limit, nil, nil),
-		NC:          nc,
-		Log:         slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Now:         e.clock.Now,
+		Credentials: cfg.creds, Cache: cfg.cache, Fallback: cfg.fallback,
+		Limiter: ratelimit.New(cfg.rdb, cfg.limit, nil, nil),
+		NC:      nc,
+		Log:     slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Now:     e.clock.Now,
 	})
 	if err != nil {
 		nc.Close()
@@ -185,8 +199,17 @@ func (e *env) node(t *testing.T, opts ...option) *node {
 	if cfg.setup != nil {
 		cfg.setup(srv)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if cfg.load {
+		if err := srv.Start(ctx); err != nil {
+			cancel()
+			nc.Close()
+			t.Fatalf("Start: %v", err)
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
+		cancel()
 		nc.Close()
 		t.Fatalf("listen %s: %v", cfg.listen, err)
 	}
@@ -194,16 +217,20 @@ func (e *env) node(t *testing.T, opts ...option) *node {
 	go func() { served <- srv.Serve(ln) }()
 	n := &node{srv: srv, base: "http://" + ln.Addr().String(), logs: logs, e: e}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
+		cancel()
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		if err := srv.Shutdown(sctx); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
 		<-served
 		nc.Close()
+		if t.Failed() {
+			t.Logf("node %s log:\n%.4000s", n.base, logs.String())
+		}
 	})
 	// One answered request proves Serve runs, so Shutdown cannot race it; the
-	// flush makes the notice subscription live before the test publishes.
+	// flush makes the notice subscriptions live before the test publishes.
 	n.do(t, http.MethodGet, "/", nil)
 	if err := nc.Flush(); err != nil {
 		t.Fatalf("nats flush: %v", err)

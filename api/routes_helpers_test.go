@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"reflect"
 	"strings"
@@ -101,52 +100,13 @@ func (w *rtWorld) start(t *testing.T, opts ...option) *node {
 			Limit: 1_000_000, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: 5 * time.Minute, Prefix: w.prefix,
 		},
 		listen: "127.0.0.1:0", rdb: w.rdb, creds: w.st,
+		fallback: w.st, load: true,
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	nc, err := nats.Connect(testenv.NATSURL, nats.Timeout(3*time.Second))
-	if err != nil {
-		testenv.Unavailable(t, "NATS", err)
-	}
-	logs := &syncBuffer{}
-	srv, err := api.New(cfg.api, api.Deps{
-		Credentials: cfg.creds, Cache: cache.New(cfg.rdb, w.prefix, w.rules), Fallback: w.st,
-		Limiter: ratelimit.New(cfg.rdb, cfg.limit, nil, nil), NC: nc,
-		Log: slog.New(slog.NewJSONHandler(logs, nil)), Now: w.clock.Now,
-	})
-	if err != nil {
-		nc.Close()
-		t.Fatalf("api.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx); err != nil {
-		cancel()
-		nc.Close()
-		t.Fatalf("Start: %v", err)
-	}
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	n := &node{srv: srv, base: "http://" + ln.Addr().String(), logs: logs, e: w.env}
-	t.Cleanup(func() {
-		cancel()
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-served
-		nc.Close()
-	})
-	n.do(t, http.MethodGet, "/", nil) // Serve runs: Shutdown cannot race it
-	if err := nc.Flush(); err != nil {
-		t.Fatalf("nats flush: %v", err)
-	}
-	return n
+	cfg.cache = cache.New(cfg.rdb, w.prefix, w.rules) // on the Redis an option may have chosen
+	return w.env.start(t, cfg)
 }
 
 // publish sends one matcher message and records it in the model.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -164,57 +163,16 @@ func cwStartWorld(t *testing.T) *cwWorld {
 // (cache and store fallback) and a window no walk can exhaust.
 func cwStartNode(t *testing.T, e *env, c *cache.Cache, noticeSubject string) *node {
 	t.Helper()
-	nc, err := nats.Connect(testenv.NATSURL, nats.Timeout(3*time.Second))
-	if err != nil {
-		testenv.Unavailable(t, "NATS", err)
-	}
-	logs := &syncBuffer{}
-	srv, err := api.New(api.Config{
-		DocsOrigin: docsOrigin, AppOrigins: []string{appOrigin},
-		KeyPepper: e.pepper, CursorSecret: e.cursor, KeyNoticeSubject: e.subject, NoticeSubject: noticeSubject,
-	}, api.Deps{
-		Credentials: e.st, Cache: c, Fallback: e.st,
-		Limiter: ratelimit.New(e.rdb, ratelimit.Config{
+	return e.start(t, nodeConfig{
+		api: api.Config{
+			DocsOrigin: docsOrigin, AppOrigins: []string{appOrigin},
+			KeyPepper: e.pepper, CursorSecret: e.cursor, KeyNoticeSubject: e.subject, NoticeSubject: noticeSubject,
+		},
+		limit: ratelimit.Config{
 			Limit: 1_000_000, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: 5 * time.Minute, Prefix: e.prefix,
-		}, nil, nil),
-		NC:  nc,
-		Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Now: e.clock.Now,
+		},
+		listen: "127.0.0.1:0", rdb: e.rdb, creds: e.st, cache: c, fallback: e.st, load: true,
 	})
-	if err != nil {
-		nc.Close()
-		t.Fatalf("api.New: %v", err)
-	}
-	sctx, stop := context.WithCancel(context.Background())
-	if err := srv.Start(sctx); err != nil {
-		stop()
-		nc.Close()
-		t.Fatalf("start: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		stop()
-		nc.Close()
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	n := &node{srv: srv, base: "http://" + ln.Addr().String(), logs: logs, e: e}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-served
-		stop()
-		nc.Close()
-		if t.Failed() {
-			t.Logf("node log:\n%.4000s", logs.String())
-		}
-	})
-	n.do(t, http.MethodGet, "/", nil)
-	return n
 }
 
 // cwPublish sends the event's current model state as the next version. The
