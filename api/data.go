@@ -404,7 +404,7 @@ func (s *Server) listEvents(c *fiber.Ctx) error {
 			if ferr != nil {
 				return s.unavailable(errors.Join(err, ferr))
 			}
-			ids, sums = ids[:0], sums[:0]
+			ids, sums = nil, nil
 			for i := range events {
 				d := s.cache.Rules().RenderEvent(store.EventDoc{ID: events[i].ID, Event: &events[i]})
 				ids, sums = append(ids, events[i].ID), append(sums, d.Summary)

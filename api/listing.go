@@ -76,10 +76,15 @@ func (s *Server) onChangeNotice(m *nats.Msg) {
 	var n struct {
 		Events  []string `json:"events"`
 		Markets []string `json:"markets"`
+		// Flush: the cache was rebuilt; anything may have changed.
+		Flush bool `json:"flush"`
 	}
-	if err := json.Unmarshal(m.Data, &n); err != nil {
-		s.prices.flush() // unreadable: be safe
+	if err := json.Unmarshal(m.Data, &n); err != nil || n.Flush {
+		s.prices.flush() // unreadable, or a rebuild: be safe
 		s.pages.flush()
+		if err == nil {
+			go s.search.resync(context.Background())
+		}
 		return
 	}
 	s.prices.drop(n.Markets)

@@ -19,11 +19,13 @@ import (
 // caller's account, so it is made per request, never kept.
 type pageCache struct {
 	ttl time.Duration
-	max int
-	now func() time.Time
+	// max bounds the pages held, maxBytes their summaries' bytes.
+	max, maxBytes int
+	now           func() time.Time
 
 	mu    sync.RWMutex
 	pages map[pageKey]*listedPage
+	bytes int
 	// epoch counts the drops; a read stores its page only if it did not
 	// move while the read ran.
 	epoch uint64
@@ -44,10 +46,12 @@ type listedPage struct {
 	last    string
 	full    bool
 	fetched time.Time
+	// size is what the page counts against maxBytes.
+	size int
 }
 
-func newPageCache(ttl time.Duration, max int, now func() time.Time) *pageCache {
-	return &pageCache{ttl: ttl, max: max, now: now, pages: map[pageKey]*listedPage{}}
+func newPageCache(ttl time.Duration, max, maxBytes int, now func() time.Time) *pageCache {
+	return &pageCache{ttl: ttl, max: max, maxBytes: maxBytes, now: now, pages: map[pageKey]*listedPage{}}
 }
 
 // lookup returns the page of k if the node holds it fresh, and the epoch a
@@ -70,15 +74,42 @@ func (p *pageCache) store(k pageKey, ids []string, sums [][]byte, epoch uint64, 
 	if len(ids) > 0 {
 		pg.last = ids[len(ids)-1]
 	}
+	for i := range ids {
+		pg.size += len(ids[i]) + len(sums[i])
+	}
+	if pg.size > p.maxBytes/4 {
+		return // a page of huge summaries would evict everything else
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.epoch != epoch {
 		return
 	}
-	if len(p.pages) >= p.max {
-		clear(p.pages) // a rare reset beats unbounded memory
+	if old := p.pages[k]; old != nil {
+		p.remove(k, old)
+	}
+	if len(p.pages) >= p.max || p.bytes+pg.size > p.maxBytes {
+		// Expired pages go first; only if that is not enough, everything
+		// (a rare reset beats unbounded memory).
+		now := p.now()
+		for k, old := range p.pages {
+			if now.Sub(old.fetched) >= p.ttl {
+				p.remove(k, old)
+			}
+		}
+		if len(p.pages) >= p.max || p.bytes+pg.size > p.maxBytes {
+			clear(p.pages)
+			p.bytes = 0
+		}
 	}
 	p.pages[k] = pg
+	p.bytes += pg.size
+}
+
+// remove forgets one page; the caller holds mu.
+func (p *pageCache) remove(k pageKey, pg *listedPage) {
+	delete(p.pages, k)
+	p.bytes -= pg.size
 }
 
 // drop forgets the pages whose range holds one of the events ids.
@@ -94,7 +125,7 @@ func (p *pageCache) drop(ids []string) {
 			i++
 		}
 		if i < len(sorted) && (!pg.full || sorted[i] <= pg.last) {
-			delete(p.pages, k)
+			p.remove(k, pg)
 		}
 	}
 }
@@ -105,4 +136,5 @@ func (p *pageCache) flush() {
 	defer p.mu.Unlock()
 	p.epoch++
 	clear(p.pages)
+	p.bytes = 0
 }

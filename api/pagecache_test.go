@@ -12,7 +12,7 @@ import (
 // began before a drop does not store its page.
 func TestPageCache(t *testing.T) {
 	now := time.Unix(1000, 0)
-	p := newPageCache(2*time.Second, 100, func() time.Time { return now })
+	p := newPageCache(2*time.Second, 100, 1<<20, func() time.Time { return now })
 	first := pageKey{set: "*:*:1", after: "", count: 3}
 	middle := pageKey{set: "*:*:1", after: "c", count: 3}
 	last := pageKey{set: "*:*:1", after: "g", count: 3} // a short page: the set's end
@@ -83,5 +83,54 @@ func TestPageCache(t *testing.T) {
 	now = now.Add(2 * time.Second)
 	if got := held(); len(got) != 0 {
 		t.Errorf("after the TTL: held %q, want none", got)
+	}
+}
+
+// TestPageCacheBounds: past its page count or byte budget the cache forgets
+// expired pages first and keeps fresh ones; only when that is not enough
+// does it start over. A page bigger than a quarter of the budget is not kept.
+func TestPageCacheBounds(t *testing.T) {
+	now := time.Unix(1000, 0)
+	p := newPageCache(2*time.Second, 3, 4000, func() time.Time { return now })
+	page := func(after string, sumLen int) {
+		t.Helper()
+		k := pageKey{set: "s", after: after, count: 2}
+		_, _, _, epoch := p.lookup(k)
+		p.store(k, []string{after + "1"}, [][]byte{make([]byte, sumLen)}, epoch, now)
+	}
+	held := func(after string) bool {
+		_, _, ok, _ := p.lookup(pageKey{set: "s", after: after, count: 2})
+		return ok
+	}
+	page("a", 10)
+	page("b", 10)
+	now = now.Add(1500 * time.Millisecond)
+	page("c", 10) // a and b expire before c
+	now = now.Add(600 * time.Millisecond)
+	page("d", 10) // 3 pages held: a and b (expired) go, c stays
+	if held("a") || held("b") || !held("c") || !held("d") {
+		t.Errorf("past 3 pages: held a %v b %v c %v d %v; want only c and d", held("a"), held("b"), held("c"), held("d"))
+	}
+	page("e", 10)
+	page("f", 10) // c, d, e fresh: no room without starting over
+	if held("c") || held("d") || held("e") || !held("f") {
+		t.Errorf("past 3 fresh pages: held c %v d %v e %v f %v; want only f", held("c"), held("d"), held("e"), held("f"))
+	}
+
+	p.flush()
+	page("g", 900)
+	page("h", 900)
+	page("i", 900)
+	page("j", 900) // 4 × 902 bytes > 4000: start over
+	if held("g") || !held("j") || p.bytes != 902 {
+		t.Errorf("past the byte budget: held g %v j %v, %d bytes; want only j, 902 bytes", held("g"), held("j"), p.bytes)
+	}
+	page("k", 1000) // over a quarter of the budget
+	if held("k") {
+		t.Error("a page over a quarter of the budget was kept")
+	}
+	p.drop([]string{"j0"})
+	if held("j") || p.bytes != 0 {
+		t.Errorf("after dropping j's range: held j %v, %d bytes; want none, 0", held("j"), p.bytes)
 	}
 }

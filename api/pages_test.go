@@ -93,4 +93,66 @@ func TestEventPagesFollowNotices(t *testing.T) {
 	if a := n.get(t, "/public/v1/events?limit="+strconv.Itoa(6), secret); len(rtData(t, a)) != 0 {
 		t.Errorf("a page never read, after the sets were deleted: %s; want it read from Redis (empty)", a.body)
 	}
+
+	// A flush notice (what ingest sends after a rebuild) drops every page:
+	// they are read again, from Redis without its sets, so empty.
+	notice := func(data string) {
+		t.Helper()
+		nc := w.js.Conn()
+		if err := nc.Publish(w.names.NoticeSubject, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	empty := func(q string) bool { return len(rtData(t, n.get(t, "/public/v1/events?"+q, secret))) == 0 }
+	notice(`{"flush":true}`)
+	for deadline := time.Now().Add(5 * time.Second); !empty(first) || !empty(crypto); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("held pages still answer 5 s after a flush notice")
+		}
+	}
+	// The node now holds empty pages. A rebuild puts the sets back without
+	// a notice; an unreadable notice drops every page all the same.
+	if _, err := w.cache.Rebuild(t.Context(), w.st); err != nil {
+		t.Fatal(err)
+	}
+	if !empty(first) {
+		t.Fatal("the empty page held before the rebuild was not served from the node")
+	}
+	notice(`{"events":`)
+	waitFor("unreadable notice")
+}
+
+// TestEventPagesFromStoreNotHeld: while Redis does not hold the whole
+// listing, pages come from Postgres and are not kept: the next read goes to
+// Redis again.
+func TestEventPagesFromStoreNotHeld(t *testing.T) {
+	w, nodes, secret := rtSetup(t, 1, withCacheTTL(time.Hour))
+	n := nodes[0]
+	ctx := t.Context()
+	marker := w.prefix + "{i}:ok"
+	if err := w.rdb.Del(ctx, marker).Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := w.model.listed(rtFilter{})[:5]
+	if got := rtIDs(t, n.get(t, "/public/v1/events?limit=5", secret), "universal_id"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("page from Postgres: %q, want %q", got, want)
+	}
+	// Redis marked whole again, but its sets are gone: a page kept from
+	// Postgres would still answer in full.
+	keys, err := w.rdb.Keys(ctx, w.cache.SetKey("*")).Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("listing sets: %q, %v", keys, err)
+	}
+	if err := w.rdb.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.rdb.Set(ctx, marker, "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rtIDs(t, n.get(t, "/public/v1/events?limit=5", secret), "universal_id"); len(got) != 0 {
+		t.Errorf("after the marker came back: %q, want the page read from Redis (empty)", got)
+	}
 }

@@ -119,7 +119,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		hasher: store.NewHasher(cfg.KeyPepper), cache: d.Cache, fallback: d.Fallback,
 		repairs: make(chan struct{}, 16),
 		prices:  newPriceCache(cfg.PriceCacheTTL, 300_000, time.Now),
-		pages:   newPageCache(cfg.PriceCacheTTL, 1024, time.Now),
+		pages:   newPageCache(cfg.PriceCacheTTL, 1024, 32<<20, time.Now),
 	}
 	if d.Cache != nil {
 		s.search = newSearchIndex(listedSummaries{cache: d.Cache, fallback: d.Fallback})
@@ -166,6 +166,18 @@ func New(cfg Config, d Deps) (*Server, error) {
 			s.subs = append(s.subs, sub)
 		}
 		d.NC.SetReconnectHandler(func(*nats.Conn) { s.keys.flush(); s.prices.flush(); s.pages.flush() })
+		// A notice subscription that falls behind loses notices
+		// (ErrSlowConsumer): forget what they would have dropped.
+		d.NC.SetErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub == nil || !errors.Is(err, nats.ErrSlowConsumer) {
+				s.log.Warn("nats error", "err", err)
+				return
+			}
+			s.log.Warn("notices lost (slow consumer): held keys, prices and pages dropped", "subject", sub.Subject)
+			s.keys.flush()
+			s.prices.flush()
+			s.pages.flush()
+		})
 	}
 	return s, nil
 }

@@ -398,6 +398,18 @@ type Notice struct {
 	Markets []string `json:"markets,omitempty"`
 	// Trades lists markets that received new trades.
 	Trades []string `json:"trades,omitempty"`
+	// Flush says the cache was rebuilt from Postgres: readers drop all
+	// they hold from it, whatever the lists say.
+	Flush bool `json:"flush,omitempty"`
+}
+
+// PublishFlush tells the readers of subject that the cache was rebuilt.
+func PublishFlush(nc *nats.Conn, subject string) error {
+	data, _ := json.Marshal(Notice{Flush: true}) //nolint:errchkjson // cannot fail
+	if err := nc.Publish(subject, data); err != nil {
+		return err
+	}
+	return nc.Flush()
 }
 
 func (w *Worker) notify(res *store.Result) {

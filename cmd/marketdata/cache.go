@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/ingest"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -25,7 +27,11 @@ func (c *cli) cacheCmd() *cobra.Command {
 					return err
 				}
 				defer rdb.Close()
-				return c.rebuild(ctx, st, newCache(rdb, cfg))
+				if err := c.rebuild(ctx, st, newCache(rdb, cfg)); err != nil {
+					return err
+				}
+				c.notifyRebuilt(cfg)
+				return nil
 			})
 		},
 	})
@@ -44,4 +50,22 @@ func (c *cli) rebuild(ctx context.Context, st *store.Store, cch *cache.Cache) er
 		"pruned": stats.Pruned, "renumbered": stats.Renumbered, "seconds": took.Seconds(),
 	}, fmt.Sprintf("rebuilt %d event, %d market and %d trade-list documents, pruned %d stale entries, renumbered %d revisions, in %s",
 		stats.Events, stats.Markets, stats.TradeLists, stats.Pruned, stats.Renumbered, took.Round(time.Millisecond)))
+}
+
+// notifyRebuilt tells API nodes that the cache was rebuilt, so that they
+// drop the price items and pages they hold (else they keep them up to 2 s).
+func (c *cli) notifyRebuilt(cfg *Config) {
+	log, _ := c.logger()
+	if log == nil {
+		log = slog.Default()
+	}
+	nc, err := connectNATS(cfg.NATSURL, "marketdata cli")
+	if err != nil {
+		log.Warn("flush notice not sent; API nodes drop what they hold within 2 s", "err", err)
+		return
+	}
+	defer nc.Close()
+	if err := ingest.PublishFlush(nc, ingest.Config{}.Defaults().NoticeSubject); err != nil {
+		log.Warn("flush notice not sent; API nodes drop what they hold within 2 s", "err", err)
+	}
 }

@@ -74,7 +74,7 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 		defer cancel()
 		admin.Close(sctx) //nolint:errcheck
 	}()
-	go keepComplete(ctx, cch, st, log)
+	go keepComplete(ctx, cch, st, func() error { return ingest.PublishFlush(nc, ic.NoticeSubject) }, log)
 	if ready != nil {
 		ready(admin.Addr())
 	}
@@ -85,8 +85,9 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 
 // keepComplete rebuilds the cache whenever Redis does not hold the whole
 // listing (the first start, or Redis lost its data): at start, then every
-// minute. One worker does it at a time (a lock in Redis).
-func keepComplete(ctx context.Context, c *cache.Cache, st *store.Store, log *slog.Logger) {
+// minute. One worker does it at a time (a lock in Redis). After a rebuild,
+// flush tells API nodes to drop what they hold from the cache.
+func keepComplete(ctx context.Context, c *cache.Cache, st *store.Store, flush func() error, log *slog.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
@@ -97,6 +98,9 @@ func keepComplete(ctx context.Context, c *cache.Cache, st *store.Store, log *slo
 		case rebuilt:
 			log.Info("cache rebuilt: Redis did not hold the whole listing", "events", stats.Events,
 				"markets", stats.Markets, "trade_lists", stats.TradeLists, "pruned", stats.Pruned)
+			if err := flush(); err != nil {
+				log.Warn("flush notice not sent; API nodes drop what they hold within 2 s", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -93,3 +93,39 @@ func TestFeedFlagsValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheRebuildSendsFlush: `cache rebuild` tells API nodes that the cache
+// was rebuilt (a flush notice on md.changes.v1), so that they drop what they
+// hold from it.
+func TestCacheRebuildSendsFlush(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	_, prefix := testenv.Redis(t)
+	nc, _ := testenv.NATS(t)
+	sub, err := nc.SubscribeSync("md.changes.v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"MD_DATABASE_URL": dsn, "MD_REDIS_PREFIX": prefix, "MD_NATS_URL": testenv.NATSURL}
+	if _, err := run(t, env, "migrate"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, env, "cache", "rebuild", "--json"); err != nil {
+		t.Fatal(err)
+	}
+	// Other tests' rebuilds may send theirs too: any flush will do, none
+	// other than a flush is expected on this subject from this test.
+	msg, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("no notice after cache rebuild: %v", err)
+	}
+	var n struct {
+		Flush bool `json:"flush"`
+	}
+	if err := json.Unmarshal(msg.Data, &n); err != nil || !n.Flush {
+		t.Errorf("notice after cache rebuild: %s, want {\"flush\":true}", msg.Data)
+	}
+}

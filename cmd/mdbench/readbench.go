@@ -138,14 +138,14 @@ func runReadsBench(ctx context.Context, o *Options, log *slog.Logger) (any, erro
 	log.Info("reads: api ready", "seconds", round2(time.Since(t).Seconds()), "rss_mb", res.MemStart.RSSMB)
 
 	routes := []struct {
-		name, path string
-		goal       float64
+		name, slug, path string
+		goal             float64
 	}{
-		{fmt.Sprintf("snapshot (%d ids)", len(res.Inputs.SnapshotIDs)),
+		{fmt.Sprintf("snapshot (%d ids)", len(res.Inputs.SnapshotIDs)), "snapshot",
 			"/public/v1/prices/snapshot?ids=" + strings.Join(res.Inputs.SnapshotIDs, ","), goalSnapshotRatio},
-		{"event read", "/public/v1/events/" + res.Inputs.EventID, 0},
-		{"events page (100)", "/public/v1/events?limit=100", 0},
-		{fmt.Sprintf("search %q", readsQuery), "/public/v1/markets/search?q=" + url.QueryEscape(readsQuery) + "&limit=20", 0},
+		{"event read", "event", "/public/v1/events/" + res.Inputs.EventID, 0},
+		{"events page (100)", "events-page", "/public/v1/events?limit=100", 0},
+		{fmt.Sprintf("search %q", readsQuery), "search", "/public/v1/markets/search?q=" + url.QueryEscape(readsQuery) + "&limit=20", 0},
 	}
 	for _, r := range routes {
 		before, err := node.Metrics(ctx)
@@ -197,10 +197,10 @@ func runReadsBench(ctx context.Context, o *Options, log *slog.Logger) (any, erro
 	// profile under the same load, after the measured runs.
 	missed := map[int]bool{0: !res.Goals[0].Met || !res.Goals[1].Met, 3: !res.Goals[2].Met}
 	for i, r := range res.Routes {
-		if !missed[i] {
+		if !missed[i] && !o.Profile {
 			continue
 		}
-		file := filepath.Join(o.Out, fmt.Sprintf("reads-%s.cpu.pprof", strings.Fields(r.Name)[0]))
+		file := filepath.Join(o.Out, "reads-"+routes[i].slug+".cpu.pprof")
 		if err := profileRoute(ctx, node, r.Route, file, 5*time.Second); err != nil {
 			log.Warn("reads: profile", "route", r.Name, "err", err)
 			continue
