@@ -83,7 +83,7 @@ func (s *Server) onChangeNotice(m *nats.Msg) {
 		s.prices.flush() // unreadable, or a rebuild: be safe
 		s.pages.flush()
 		if err == nil {
-			go s.search.resync(context.Background())
+			s.search.RequestReload()
 		}
 		return
 	}

@@ -53,6 +53,9 @@ type searchIndex struct {
 
 	// loadMu lets one Load read at a time.
 	loadMu sync.Mutex
+	// reload asks Run for a full Load now (RequestReload); requests made
+	// while one is pending are one request.
+	reload chan struct{}
 	// mu serializes writers: every Update (its read included, so that two
 	// Updates of one id install in the order they read) and the install
 	// step of a Load.
@@ -165,7 +168,8 @@ func compareItems(a, b searchItem) int { return compareEntries(&a.searchEntry, &
 
 // newSearchIndex returns an empty index on src; Load (or Run) fills it.
 func newSearchIndex(src summarySource) *searchIndex {
-	x := &searchIndex{src: src, log: slog.Default(), vol: map[string]float64{}, blockSize: searchBlockSize}
+	x := &searchIndex{src: src, log: slog.Default(), vol: map[string]float64{}, blockSize: searchBlockSize,
+		reload: make(chan struct{}, 1)}
 	x.snap.Store(&searchSnapshot{})
 	return x
 }
@@ -571,7 +575,20 @@ func (x *searchIndex) Run(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 			x.resync(ctx)
+		case <-x.reload:
+			x.resync(ctx)
+			t.Reset(every)
 		}
+	}
+}
+
+// RequestReload asks Run for a full Load as soon as it can (a flush
+// notice: the cache was rebuilt). It never blocks; many requests before
+// Run takes one make one Load.
+func (x *searchIndex) RequestReload() {
+	select {
+	case x.reload <- struct{}{}:
+	default:
 	}
 }
 

@@ -628,6 +628,37 @@ func TestSearchRun(t *testing.T) {
 	<-done
 }
 
+// TestSearchRequestReload: a reload request (a flush notice) loads at once,
+// not at the next period; requests while one is pending make one Load.
+func TestSearchRequestReload(t *testing.T) {
+	src := newFakeSummaries()
+	src.put("a", "Alpha", 1)
+	x := newSearchIndex(src)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		x.Run(ctx, time.Hour)
+		close(done)
+	}()
+	defer func() { cancel(); <-done }()
+	waitLen := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for x.Len() != n || !x.Ready() {
+			if time.Now().After(deadline) {
+				t.Fatalf("index holds %d, want %d (ready %v)", x.Len(), n, x.Ready())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitLen(1) // the first Load
+	src.put("b", "Beta", 2)
+	for range 100 {
+		x.RequestReload() // never blocks
+	}
+	waitLen(2)
+}
+
 // The index over the real cache: summaries written by cache.Apply, read by
 // Summaries and SummariesOf.
 func TestSearchRedis(t *testing.T) {
