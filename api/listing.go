@@ -79,12 +79,25 @@ func (s *Server) onChangeNotice(m *nats.Msg) {
 		// Flush: the cache was rebuilt; anything may have changed.
 		Flush bool `json:"flush"`
 	}
-	if err := json.Unmarshal(m.Data, &n); err != nil || n.Flush {
-		s.prices.flush() // unreadable, or a rebuild: be safe
-		s.pages.flush()
-		if err == nil {
-			s.search.RequestReload()
+	// Messages the client dropped before this one (the subscription fell
+	// behind): what they would have dropped is unknown.
+	if m.Sub != nil {
+		if d, err := m.Sub.Dropped(); err == nil && int64(d) > s.noticesDropped.Load() {
+			s.noticesDropped.Store(int64(d))
+			s.forgetHeld()
 		}
+	}
+	err := json.Unmarshal(m.Data, &n)
+	switch {
+	case err == nil && n.Flush: // the cache was rebuilt
+		s.forgetHeld()
+		return
+	case err != nil:
+		// Unreadable: be safe with what a notice drops, but leave search to
+		// its periodic reload (a reload per garbage message would be a cheap
+		// way to load Redis).
+		s.prices.flush()
+		s.pages.flush()
 		return
 	}
 	s.prices.drop(n.Markets)

@@ -88,22 +88,30 @@ func (p *pageCache) store(k pageKey, ids []string, sums [][]byte, epoch uint64, 
 	if old := p.pages[k]; old != nil {
 		p.remove(k, old)
 	}
-	if len(p.pages) >= p.max || p.bytes+pg.size > p.maxBytes {
-		// Expired pages go first; only if that is not enough, everything
-		// (a rare reset beats unbounded memory).
+	if p.full(pg) {
+		// Expired pages go first; then pages at random (map order) until
+		// this one fits: a walker's pages, read once each, take turns
+		// with the polled ones rather than wiping them all.
 		now := p.now()
 		for k, old := range p.pages {
 			if now.Sub(old.fetched) >= p.ttl {
 				p.remove(k, old)
 			}
 		}
-		if len(p.pages) >= p.max || p.bytes+pg.size > p.maxBytes {
-			clear(p.pages)
-			p.bytes = 0
+		for k, old := range p.pages {
+			if !p.full(pg) {
+				break
+			}
+			p.remove(k, old)
 		}
 	}
 	p.pages[k] = pg
 	p.bytes += pg.size
+}
+
+// full says whether pg does not fit; the caller holds mu.
+func (p *pageCache) full(pg *listedPage) bool {
+	return len(p.pages) >= p.max || p.bytes+pg.size > p.maxBytes
 }
 
 // remove forgets one page; the caller holds mu.

@@ -87,8 +87,8 @@ func TestPageCache(t *testing.T) {
 }
 
 // TestPageCacheBounds: past its page count or byte budget the cache forgets
-// expired pages first and keeps fresh ones; only when that is not enough
-// does it start over. A page bigger than a quarter of the budget is not kept.
+// expired pages first, then others at random until the new one fits. A page
+// bigger than a quarter of the budget is not kept.
 func TestPageCacheBounds(t *testing.T) {
 	now := time.Unix(1000, 0)
 	p := newPageCache(2*time.Second, 3, 4000, func() time.Time { return now })
@@ -98,9 +98,13 @@ func TestPageCacheBounds(t *testing.T) {
 		_, _, _, epoch := p.lookup(k)
 		p.store(k, []string{after + "1"}, [][]byte{make([]byte, sumLen)}, epoch, now)
 	}
-	held := func(after string) bool {
-		_, _, ok, _ := p.lookup(pageKey{set: "s", after: after, count: 2})
-		return ok
+	held := func(afters ...string) (n int) {
+		for _, a := range afters {
+			if _, _, ok, _ := p.lookup(pageKey{set: "s", after: a, count: 2}); ok {
+				n++
+			}
+		}
+		return n
 	}
 	page("a", 10)
 	page("b", 10)
@@ -108,29 +112,32 @@ func TestPageCacheBounds(t *testing.T) {
 	page("c", 10) // a and b expire before c
 	now = now.Add(600 * time.Millisecond)
 	page("d", 10) // 3 pages held: a and b (expired) go, c stays
-	if held("a") || held("b") || !held("c") || !held("d") {
-		t.Errorf("past 3 pages: held a %v b %v c %v d %v; want only c and d", held("a"), held("b"), held("c"), held("d"))
+	if held("a", "b") != 0 || held("c", "d") != 2 {
+		t.Errorf("past 3 pages: %d of a, b and %d of c, d held; want only c and d", held("a", "b"), held("c", "d"))
 	}
 	page("e", 10)
-	page("f", 10) // c, d, e fresh: no room without starting over
-	if held("c") || held("d") || held("e") || !held("f") {
-		t.Errorf("past 3 fresh pages: held c %v d %v e %v f %v; want only f", held("c"), held("d"), held("e"), held("f"))
+	page("f", 10) // c, d, e fresh: one of them goes
+	if held("c", "d", "e") != 2 || held("f") != 1 || len(p.pages) != 3 {
+		t.Errorf("past 3 fresh pages: %d of c, d, e and %d of f held; want 2 and 1", held("c", "d", "e"), held("f"))
 	}
 
 	p.flush()
 	page("g", 900)
 	page("h", 900)
 	page("i", 900)
-	page("j", 900) // 4 × 902 bytes > 4000: start over
-	if held("g") || !held("j") || p.bytes != 902 {
-		t.Errorf("past the byte budget: held g %v j %v, %d bytes; want only j, 902 bytes", held("g"), held("j"), p.bytes)
+	page("j", 900) // 4 × 902 bytes > 4000: one of g, h, i goes
+	if held("g", "h", "i") != 2 || held("j") != 1 || p.bytes != 3*902 {
+		t.Errorf("past the byte budget: %d of g, h, i and %d of j held, %d bytes; want 2, 1 and %d bytes",
+			held("g", "h", "i"), held("j"), p.bytes, 3*902)
 	}
 	page("k", 1000) // over a quarter of the budget
-	if held("k") {
+	if held("k") != 0 {
 		t.Error("a page over a quarter of the budget was kept")
 	}
+	// Each of these pages is short (the end of its set): an id above all
+	// of them is in every one's range.
 	p.drop([]string{"j0"})
-	if held("j") || p.bytes != 0 {
-		t.Errorf("after dropping j's range: held j %v, %d bytes; want none, 0", held("j"), p.bytes)
+	if n := held("g", "h", "i", "j"); n != 0 || p.bytes != 0 || len(p.pages) != 0 {
+		t.Errorf("after dropping an id above every page: %d held, %d bytes; want none, 0", n, p.bytes)
 	}
 }

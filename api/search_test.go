@@ -29,6 +29,8 @@ type fakeSummaries struct {
 	// afterRead, when set, runs after Summaries has copied the map and
 	// before it returns (to change the source under a Load).
 	afterRead func()
+	// loads counts the calls of Summaries (full Loads).
+	loads int
 }
 
 type searchMeta struct {
@@ -56,6 +58,7 @@ func (f *fakeSummaries) remove(id string) {
 
 func (f *fakeSummaries) Summaries(context.Context) (map[string][]byte, error) {
 	f.mu.Lock()
+	f.loads++
 	out := make(map[string][]byte, len(f.m))
 	for id, s := range f.m {
 		out[id] = s
@@ -66,6 +69,12 @@ func (f *fakeSummaries) Summaries(context.Context) (map[string][]byte, error) {
 		hook()
 	}
 	return out, nil
+}
+
+func (f *fakeSummaries) loadCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.loads
 }
 
 func (f *fakeSummaries) SummariesOf(_ context.Context, ids []string) (map[string][]byte, error) {
@@ -652,11 +661,33 @@ func TestSearchRequestReload(t *testing.T) {
 		}
 	}
 	waitLen(1) // the first Load
+	// Requests while one is pending are one: Run is held up in a Load (the
+	// hook) while 100 requests arrive, then loads at most once more.
+	release := make(chan struct{})
+	src.mu.Lock()
+	src.afterRead = func() { <-release }
+	src.mu.Unlock()
+	x.RequestReload()
+	deadline := time.Now().Add(5 * time.Second)
+	for src.loadCount() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("a reload request did not load within 5 s (the period is an hour)")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	src.put("b", "Beta", 2)
 	for range 100 {
 		x.RequestReload() // never blocks
 	}
+	src.mu.Lock()
+	src.afterRead = nil
+	src.mu.Unlock()
+	close(release)
 	waitLen(2)
+	time.Sleep(50 * time.Millisecond)
+	if n := src.loadCount(); n != 3 {
+		t.Errorf("%d Loads, want 3: the first, the one held up, and one for the 100 requests made meanwhile", n)
+	}
 }
 
 // The index over the real cache: summaries written by cache.Apply, read by

@@ -8,11 +8,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -88,6 +90,8 @@ type Server struct {
 	repairs chan struct{}
 	prices  *priceCache
 	pages   *pageCache
+	// noticesDropped is the change subscription's drop count last seen.
+	noticesDropped atomic.Int64
 }
 
 // New builds a node; Serve starts it.
@@ -153,33 +157,72 @@ func New(cfg Config, d Deps) (*Server, error) {
 	})
 	s.routes()
 	if d.NC != nil {
-		sub, err := d.NC.Subscribe(cfg.KeyNoticeSubject, s.onKeyNotice)
-		if err != nil {
+		if err := s.subscribe(d.NC); err != nil {
 			return nil, err
 		}
-		s.subs = append(s.subs, sub)
-		if s.search != nil {
-			sub, err := d.NC.Subscribe(cfg.NoticeSubject, s.onChangeNotice)
-			if err != nil {
-				return nil, err
-			}
-			s.subs = append(s.subs, sub)
-		}
-		d.NC.SetReconnectHandler(func(*nats.Conn) { s.keys.flush(); s.prices.flush(); s.pages.flush() })
-		// A notice subscription that falls behind loses notices
-		// (ErrSlowConsumer): forget what they would have dropped.
-		d.NC.SetErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			if sub == nil || !errors.Is(err, nats.ErrSlowConsumer) {
-				s.log.Warn("nats error", "err", err)
-				return
-			}
-			s.log.Warn("notices lost (slow consumer): held keys, prices and pages dropped", "subject", sub.Subject)
-			s.keys.flush()
-			s.prices.flush()
-			s.pages.flush()
-		})
 	}
 	return s, nil
+}
+
+// subscribe listens to the key and change notices, and keeps what the node
+// holds safe when notices may have been missed: after a reconnect, and when
+// a notice subscription falls behind (the client then drops messages and
+// says so once, with ErrSlowConsumer; onChangeNotice also watches the
+// subscription's drop count). The connection's own handlers, if any, still
+// run.
+func (s *Server) subscribe(nc *nats.Conn) error {
+	keySub, err := nc.Subscribe(s.cfg.KeyNoticeSubject, s.onKeyNotice)
+	if err != nil {
+		return err
+	}
+	s.subs = append(s.subs, keySub)
+	var changeSub *nats.Subscription
+	if s.search != nil {
+		if changeSub, err = nc.Subscribe(s.cfg.NoticeSubject, s.onChangeNotice); err != nil {
+			return err
+		}
+		s.subs = append(s.subs, changeSub)
+	}
+	prevReconnect := nc.ReconnectHandler()
+	nc.SetReconnectHandler(func(c *nats.Conn) {
+		s.keys.flush()
+		s.forgetHeld()
+		if prevReconnect != nil {
+			prevReconnect(c)
+		}
+	})
+	prevErr := nc.ErrorHandler()
+	nc.SetErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
+		switch {
+		case sub != nil && sub == keySub && errors.Is(err, nats.ErrSlowConsumer):
+			s.log.Warn("key notices lost (slow consumer): cached keys dropped", "subject", sub.Subject)
+			s.keys.flush()
+		case sub != nil && sub == changeSub && errors.Is(err, nats.ErrSlowConsumer):
+			s.log.Warn("change notices lost (slow consumer): held prices and pages dropped, search reloads", "subject", sub.Subject)
+			s.forgetHeld()
+		case prevErr == nil:
+			s.log.Warn("nats error", "err", err)
+		}
+		if prevErr != nil {
+			prevErr(c, sub, err)
+		}
+	})
+	// The subscriptions are live before the node serves: a notice sent
+	// from now on reaches it.
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		return fmt.Errorf("api: subscribe to notices: %w", err)
+	}
+	return nil
+}
+
+// forgetHeld drops the price items and pages the node holds and reloads its
+// search index: change notices may have been missed.
+func (s *Server) forgetHeld() {
+	s.prices.flush()
+	s.pages.flush()
+	if s.search != nil {
+		s.search.RequestReload()
+	}
 }
 
 func (s *Server) routes() {

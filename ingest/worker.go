@@ -409,7 +409,12 @@ func PublishFlush(nc *nats.Conn, subject string) error {
 	if err := nc.Publish(subject, data); err != nil {
 		return err
 	}
-	return nc.Flush()
+	// Bounded: while NATS reconnects the notice waits in the client's
+	// buffer and goes out after, which is all a caller can want.
+	if err := nc.FlushTimeout(2 * time.Second); err != nil && !nc.IsReconnecting() {
+		return err
+	}
+	return nil
 }
 
 func (w *Worker) notify(res *store.Result) {

@@ -79,6 +79,42 @@ func TestAdmitBatchPlaces(t *testing.T) {
 	}
 }
 
+// TestAdmitBatchLostScript: after Redis lost its scripts, a batch over
+// several accounts is decided by re-running each account's window call once
+// (in one more round trip), with the same places as if nothing was lost.
+func TestAdmitBatchLostScript(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	ctx := context.Background()
+	w := 30 * time.Second
+	l := New(rdb, Config{Limit: 2, Window: w, AuthFailLimit: 5, AuthFailWindow: time.Minute,
+		Prefix: prefix, Timeout: 2 * time.Second}, nil, nil)
+	roomInWindow(t, rdb, w, 3*time.Second)
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var reqs []*admitReq
+	for i := range 9 {
+		reqs = append(reqs, &admitReq{addr: "192.0.2.1", account: fmt.Sprintf("acc%d", i%3), done: make(chan struct{})})
+	}
+	l.admitBatch(reqs)
+	for i, r := range reqs {
+		<-r.done
+		place := i / 3 // each account's 0th, 1st, 2nd request
+		wantAllowed, wantRemaining := place < 2, max(1-place, 0)
+		if r.err != nil || r.res.Window.Allowed != wantAllowed || r.res.Window.Remaining != wantRemaining {
+			t.Errorf("request %d (%s): %+v, %v; want allowed %v, remaining %d", i, r.account, r.res.Window, r.err, wantAllowed, wantRemaining)
+		}
+	}
+	for a := range 3 {
+		if n, err := rdb.HGet(ctx, l.accountKey(fmt.Sprintf("acc%d", a)), "n").Int(); err != nil || n != 2 {
+			t.Errorf("acc%d: window count %d (%v), want 2: charged once", a, n, err)
+		}
+	}
+	if got := l.windowCalls.Load(); got != 6 {
+		t.Errorf("window calls: %d, want 6 (3 lost, 3 re-run)", got)
+	}
+}
+
 // roomInWindow waits until the aligned window of length w has at least
 // need left on the Redis clock.
 func roomInWindow(t *testing.T, rdb *redis.Client, w, need time.Duration) {

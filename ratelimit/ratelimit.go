@@ -131,6 +131,8 @@ type Limiter struct {
 	cfg      Config
 	fallback *local
 	batcher  batcher
+	// refunding bounds the refunds running off the senders.
+	refunding chan struct{}
 	// Counts of the admission round trips, for Register.
 	trips, admitted, windowCalls, refundFailures atomic.Uint64
 }
@@ -141,7 +143,7 @@ type Limiter struct {
 func (l *Limiter) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "marketdata_ratelimit_round_trips_total", Help: "Pipelines sent to Redis to admit requests.",
+			Name: "marketdata_ratelimit_round_trips_total", Help: "Admission pipelines sent to Redis (re-runs after a lost script and refunds not counted).",
 		}, func() float64 { return float64(l.trips.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "marketdata_ratelimit_admissions_total", Help: "Requests decided by Redis: admitted, refused or blocked (decisions of the fallback not counted).",
@@ -150,7 +152,7 @@ func (l *Limiter) Register(reg prometheus.Registerer) error {
 			Name: "marketdata_ratelimit_window_calls_total", Help: "Window script calls sent: one per account per round trip, and a second after Redis lost the script.",
 		}, func() float64 { return float64(l.windowCalls.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "marketdata_ratelimit_refund_failures_total", Help: "Refunds of requests from blocked addresses that failed: those stay counted until their window ends.",
+			Name: "marketdata_ratelimit_refund_failures_total", Help: "Refunds that failed (of requests from blocked addresses, or whose block check failed): those requests stay counted until their window ends.",
 		}, func() float64 { return float64(l.refundFailures.Load()) }),
 	} {
 		if err := reg.Register(c); err != nil {
@@ -166,7 +168,7 @@ func New(rdb redis.UniversalClient, cfg Config, peers func() int, now func() tim
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 50 * time.Millisecond
 	}
-	return &Limiter{rdb: rdb, cfg: cfg, fallback: newLocal(peers, now)}
+	return &Limiter{rdb: rdb, cfg: cfg, fallback: newLocal(peers, now), refunding: make(chan struct{}, 8)}
 }
 
 // Config returns the limits.
@@ -310,8 +312,9 @@ func (l *Limiter) AdmitWith(ctx context.Context, addr, account string, fetch fun
 			// Never sent: decide alone; its reads fail below.
 			return l.fallbackAdmit(addr, account, fetch, cause)
 		}
-		// A sender has it: its round trip is bounded by the same timeout,
-		// and the caller's reads must not be touched before it ends.
+		// A sender has it: its round trip is bounded by the same timeout
+		// (and a refund after it, for a batch with a blocked address, by one
+		// more), and the caller's reads must not be touched before it ends.
 		<-req.done
 	}
 	if req.err != nil {
@@ -420,11 +423,28 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 	if len(refunds) == 0 {
 		return
 	}
-	l.refund(refunds)
+	var waiting []*admitReq // a copy: the sender reuses reqs for its next batch
 	for _, r := range reqs {
-		if g := groups[r.account]; slices.Contains(refunds, g) {
+		if slices.Contains(refunds, groups[r.account]) {
+			waiting = append(waiting, r)
+		}
+	}
+	finish := func() {
+		l.refund(refunds)
+		for _, r := range waiting {
 			close(r.done)
 		}
+	}
+	// Off the sender, so that the next batch does not wait for it; a few at
+	// a time (a flood from blocked addresses), else on the sender.
+	select {
+	case l.refunding <- struct{}{}:
+		go func() {
+			defer func() { <-l.refunding }()
+			finish()
+		}()
+	default:
+		finish()
 	}
 }
 
@@ -449,27 +469,23 @@ func (l *Limiter) place(g *admitGroup, blocked *redis.Cmd) (Admission, error) {
 
 // rerunLost runs again the window calls that Redis refused for a lost
 // script (a restart, a failover): only those, which counted nothing, so no
-// window is charged twice. The script is loaded once; the calls go out in
-// one pipeline.
+// window is charged twice. They go out in one pipeline as EVAL, which
+// loads the script again on whichever node runs them.
 func (l *Limiter) rerunLost(ctx context.Context, groups map[string]*admitGroup) {
-	var lost []*admitGroup
+	var p redis.Pipeliner
 	for _, g := range groups {
-		if isNoScript(g.cmd.Err()) {
-			lost = append(lost, g)
+		if !isNoScript(g.cmd.Err()) {
+			continue
 		}
+		if p == nil {
+			p = l.rdb.Pipeline()
+		}
+		g.cmd = windowScript.Eval(ctx, p, []string{g.key}, l.cfg.Limit, l.cfg.Window.Milliseconds(), g.n)
+		l.windowCalls.Add(1)
 	}
-	if len(lost) == 0 {
-		return
+	if p != nil {
+		p.Exec(ctx) //nolint:errcheck // each call carries its own error
 	}
-	if err := windowScript.Load(ctx, l.rdb).Err(); err != nil {
-		return // each lost call keeps its NOSCRIPT error: those requests fall back
-	}
-	p := l.rdb.Pipeline()
-	for _, g := range lost {
-		g.cmd = windowScript.EvalSha(ctx, p, []string{g.key}, l.cfg.Limit, l.cfg.Window.Milliseconds(), g.n)
-	}
-	p.Exec(ctx) //nolint:errcheck // each call carries its own error
-	l.windowCalls.Add(uint64(len(lost)))
 }
 
 // refund takes back, in one pipeline with a budget of its own, what each

@@ -19,7 +19,8 @@ import (
 )
 
 func (c *cli) apiCmd() *cobra.Command {
-	return &cobra.Command{
+	noticeSubject := defaultNoticeSubject
+	cmd := &cobra.Command{
 		Use:   "api",
 		Short: "Run one stateless HTTP API node (run N of them behind any load balancer)",
 		Args:  cobra.NoArgs,
@@ -32,14 +33,20 @@ func (c *cli) apiCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runAPI(cmd.Context(), cfg, log, newRegistry(), nil)
+			return runAPI(cmd.Context(), cfg, noticeSubject, log, newRegistry(), nil)
 		},
 	}
+	cmd.Flags().StringVar(&noticeSubject, "notice-subject", noticeSubject, "subject of ingest's change notices (ingest's --notice-subject)")
+	return cmd
 }
+
+// defaultNoticeSubject is where ingest publishes change notices unless told
+// otherwise; api and cache rebuild take the same flag.
+const defaultNoticeSubject = "md.changes.v1"
 
 // runAPI runs one API node with its admin server until ctx is done, then
 // drains in-flight requests. ready, when not nil, gets the bound addresses.
-func runAPI(ctx context.Context, cfg *Config, log *slog.Logger, reg *prometheus.Registry, ready func(httpAddr, adminAddr string)) error {
+func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Logger, reg *prometheus.Registry, ready func(httpAddr, adminAddr string)) error {
 	pool, err := connectPostgres(ctx, "MD_DATABASE_READ_URL", cfg.DatabaseReadURL)
 	if err != nil {
 		return err
@@ -86,6 +93,7 @@ func runAPI(ctx context.Context, cfg *Config, log *slog.Logger, reg *prometheus.
 	srv, err := api.New(api.Config{
 		DocsOrigin: cfg.DocsOrigin, AppOrigins: cfg.AppOrigins, TrustedProxies: cfg.TrustedProxies,
 		KeyPepper: cfg.KeyPepper, CursorSecret: cfg.CursorSecret, KeyNoticeSubject: KeyNoticeSubject,
+		NoticeSubject: noticeSubject,
 	}, api.Deps{
 		Credentials: keys, Cache: newCache(rdb, cfg), Fallback: st,
 		Limiter: limiter, NC: nc, Log: log, Registry: reg,

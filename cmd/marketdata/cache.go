@@ -15,7 +15,8 @@ import (
 
 func (c *cli) cacheCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "cache", Short: "Operate on the Redis snapshots"}
-	cmd.AddCommand(&cobra.Command{
+	noticeSubject := defaultNoticeSubject
+	rebuild := &cobra.Command{
 		Use:   "rebuild",
 		Short: "Rebuild every Redis snapshot from Postgres (safe while ingest runs)",
 		Args:  cobra.NoArgs,
@@ -30,11 +31,13 @@ func (c *cli) cacheCmd() *cobra.Command {
 				if err := c.rebuild(ctx, st, newCache(rdb, cfg)); err != nil {
 					return err
 				}
-				c.notifyRebuilt(cfg)
+				c.notifyRebuilt(cfg, noticeSubject)
 				return nil
 			})
 		},
-	})
+	}
+	rebuild.Flags().StringVar(&noticeSubject, "notice-subject", noticeSubject, "where to tell API nodes that the cache was rebuilt (ingest's --notice-subject)")
+	cmd.AddCommand(rebuild)
 	return cmd
 }
 
@@ -54,7 +57,7 @@ func (c *cli) rebuild(ctx context.Context, st *store.Store, cch *cache.Cache) er
 
 // notifyRebuilt tells API nodes that the cache was rebuilt, so that they
 // drop the price items and pages they hold (else they keep them up to 2 s).
-func (c *cli) notifyRebuilt(cfg *Config) {
+func (c *cli) notifyRebuilt(cfg *Config, subject string) {
 	log, _ := c.logger()
 	if log == nil {
 		log = slog.Default()
@@ -65,7 +68,7 @@ func (c *cli) notifyRebuilt(cfg *Config) {
 		return
 	}
 	defer nc.Close()
-	if err := ingest.PublishFlush(nc, ingest.Config{}.Defaults().NoticeSubject); err != nil {
+	if err := ingest.PublishFlush(nc, subject); err != nil {
 		log.Warn("flush notice not sent; API nodes drop what they hold within 2 s", "err", err)
 	}
 }

@@ -53,7 +53,7 @@ func ingestFlags(fs *pflag.FlagSet, ic *ingest.Config) {
 	fs.StringVar(&ic.SubjectPrefix, "subject-prefix", "md.v1", "subject prefix of matcher updates")
 	fs.StringVar(&ic.DLQStream, "dlq-stream", "MARKETDATA_DLQ", "stream that keeps rejected messages")
 	fs.StringVar(&ic.DLQPrefix, "dlq-prefix", "md.dlq.v1", "subject prefix of rejected messages")
-	fs.StringVar(&ic.NoticeSubject, "notice-subject", "md.changes.v1", "subject of change notices")
+	fs.StringVar(&ic.NoticeSubject, "notice-subject", defaultNoticeSubject, "subject of change notices")
 	fs.StringVar(&ic.Consumer, "consumer", "ingest", "durable consumer shared by all ingest workers")
 	fs.IntVar(&ic.Replicas, "replicas", 1, "stream replicas when ingest creates the streams (3 on a NATS cluster)")
 	fs.IntVar(&ic.BatchSize, "batch-size", 1000, "most messages per batch")

@@ -71,7 +71,7 @@ func (c *cli) devCmd() *cobra.Command {
 				})
 			})
 			g.Go(func() error {
-				return runAPI(gctx, &apiCfg, log, newRegistry(), func(addr, admin string) {
+				return runAPI(gctx, &apiCfg, ic.NoticeSubject, log, newRegistry(), func(addr, admin string) {
 					mu.Lock()
 					defer mu.Unlock()
 					apiAddr, apiAdmin = addr, admin

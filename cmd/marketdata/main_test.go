@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/internal/testenv"
+	"github.com/marketdata/marketdata/store"
 )
 
 // run executes the CLI in-process with env and returns stdout and the error.
@@ -95,14 +99,14 @@ func TestFeedFlagsValidated(t *testing.T) {
 }
 
 // TestCacheRebuildSendsFlush: `cache rebuild` tells API nodes that the cache
-// was rebuilt (a flush notice on md.changes.v1), so that they drop what they
-// hold from it.
+// was rebuilt (a flush notice on --notice-subject), so that they drop what
+// they hold from it.
 func TestCacheRebuildSendsFlush(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Database(t)
 	_, prefix := testenv.Redis(t)
-	nc, _ := testenv.NATS(t)
-	sub, err := nc.SubscribeSync("md.changes.v1")
+	nc, names := testenv.NATS(t)
+	sub, err := nc.SubscribeSync(names.NoticeSubject)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +117,9 @@ func TestCacheRebuildSendsFlush(t *testing.T) {
 	if _, err := run(t, env, "migrate"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := run(t, env, "cache", "rebuild", "--json"); err != nil {
+	if _, err := run(t, env, "cache", "rebuild", "--json", "--notice-subject", names.NoticeSubject); err != nil {
 		t.Fatal(err)
 	}
-	// Other tests' rebuilds may send theirs too: any flush will do, none
-	// other than a flush is expected on this subject from this test.
 	msg, err := sub.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatalf("no notice after cache rebuild: %v", err)
@@ -127,5 +129,55 @@ func TestCacheRebuildSendsFlush(t *testing.T) {
 	}
 	if err := json.Unmarshal(msg.Data, &n); err != nil || !n.Flush {
 		t.Errorf("notice after cache rebuild: %s, want {\"flush\":true}", msg.Data)
+	}
+}
+
+// TestKeepCompleteFlushes: when ingest rebuilds a cache that did not hold
+// the whole listing, it sends the flush notice; when nothing was rebuilt, it
+// sends none.
+func TestKeepCompleteFlushes(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Database(t)
+	rdb, prefix := testenv.Redis(t)
+	if _, err := run(t, map[string]string{"MD_DATABASE_URL": dsn}, "migrate"); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := store.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	st := store.New(pool)
+	c := cache.New(rdb, prefix, cache.Rules{Retention: time.Hour, Now: time.Now})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// flushes runs keepComplete's first check (the next would come a minute
+	// later) and counts the flush notices it sends within wait.
+	flushes := func(wait time.Duration) int {
+		t.Helper()
+		ctx, cancel := context.WithCancel(t.Context())
+		sent := make(chan struct{}, 10)
+		done := make(chan struct{})
+		go func() {
+			keepComplete(ctx, c, st, func() error { sent <- struct{}{}; return nil }, log)
+			close(done)
+		}()
+		n := 0
+		select {
+		case <-sent:
+			n++
+		case <-time.After(wait):
+		}
+		cancel()
+		<-done
+		return n + len(sent)
+	}
+	if n := flushes(10 * time.Second); n != 1 {
+		t.Errorf("after rebuilding an empty cache: %d flush notices, want 1", n)
+	}
+	if ok, err := c.ListingComplete(t.Context()); err != nil || !ok {
+		t.Fatalf("listing complete after the rebuild: %v, %v", ok, err)
+	}
+	if n := flushes(300 * time.Millisecond); n != 0 {
+		t.Errorf("with the listing complete: %d flush notices, want 0", n)
 	}
 }
