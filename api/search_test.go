@@ -614,27 +614,38 @@ func TestSearchConcurrentWithUpdates(t *testing.T) {
 	}
 }
 
+// runIndex runs x.Run with period every until the test ends.
+func runIndex(t *testing.T, x *searchIndex, every time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		x.Run(ctx, every)
+		close(done)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// waitIndexLen waits until x has loaded and holds n events.
+func waitIndexLen(t *testing.T, x *searchIndex, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for x.Len() != n || !x.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatalf("index holds %d, want %d (ready %v)", x.Len(), n, x.Ready())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func TestSearchRun(t *testing.T) {
 	src := newFakeSummaries()
 	src.put("a", "Alpha", 1)
 	x := newSearchIndex(src)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		x.Run(ctx, 10*time.Millisecond)
-		close(done)
-	}()
+	runIndex(t, x, 10*time.Millisecond)
 	// A notice that never came: the resync finds the new event anyway.
 	src.put("b", "Beta", 2)
-	deadline := time.Now().Add(5 * time.Second)
-	for x.Len() != 2 || !x.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not resynced: len %d, ready %v", x.Len(), x.Ready())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	<-done
+	waitIndexLen(t, x, 2)
 }
 
 // TestSearchRequestReload: a reload request (a flush notice) loads at once,
@@ -643,23 +654,8 @@ func TestSearchRequestReload(t *testing.T) {
 	src := newFakeSummaries()
 	src.put("a", "Alpha", 1)
 	x := newSearchIndex(src)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		x.Run(ctx, time.Hour)
-		close(done)
-	}()
-	defer func() { cancel(); <-done }()
-	waitLen := func(n int) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for x.Len() != n || !x.Ready() {
-			if time.Now().After(deadline) {
-				t.Fatalf("index holds %d, want %d (ready %v)", x.Len(), n, x.Ready())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	runIndex(t, x, time.Hour)
+	waitLen := func(n int) { t.Helper(); waitIndexLen(t, x, n) }
 	waitLen(1) // the first Load
 	// Requests while one is pending are one: Run is held up in a Load (the
 	// hook) while 100 requests arrive, then loads at most once more.
