@@ -105,11 +105,7 @@ func (s *Server) onChangeNotice(m *nats.Msg) {
 		return
 	}
 	s.pages.drop(n.Events)
-	go func() {
-		if err := s.search.Update(context.Background(), n.Events); err != nil {
-			s.log.Warn("search index update failed; the periodic resync will catch up", "err", err)
-		}
-	}()
+	s.search.Enqueue(n.Events)
 }
 
 // openAPI serves the public API's OpenAPI document, without authentication.

@@ -56,6 +56,11 @@ type searchIndex struct {
 	// reload asks Run for a full Load now (RequestReload); requests made
 	// while one is pending are one request.
 	reload chan struct{}
+	// pending holds the ids of change notices not yet re-read (Enqueue);
+	// kick wakes RunUpdates.
+	pendingMu sync.Mutex
+	pending   map[string]struct{}
+	kick      chan struct{}
 	// mu serializes writers: every Update (its read included, so that two
 	// Updates of one id install in the order they read) and the install
 	// step of a Load.
@@ -169,7 +174,7 @@ func compareItems(a, b searchItem) int { return compareEntries(&a.searchEntry, &
 // newSearchIndex returns an empty index on src; Load (or Run) fills it.
 func newSearchIndex(src summarySource) *searchIndex {
 	x := &searchIndex{src: src, log: slog.Default(), vol: map[string]float64{}, blockSize: searchBlockSize,
-		reload: make(chan struct{}, 1)}
+		reload: make(chan struct{}, 1), pending: map[string]struct{}{}, kick: make(chan struct{}, 1)}
 	x.snap.Store(&searchSnapshot{})
 	return x
 }
@@ -578,6 +583,44 @@ func (x *searchIndex) Run(ctx context.Context, every time.Duration) {
 		case <-x.reload:
 			x.resync(ctx)
 			t.Reset(every)
+		}
+	}
+}
+
+// Enqueue queues ids (a change notice's events) for RunUpdates. It never
+// blocks: ids queued while an Update runs are re-read together by the next,
+// so notices arriving faster than Redis answers cost one read, not one
+// goroutine each.
+func (x *searchIndex) Enqueue(ids []string) {
+	x.pendingMu.Lock()
+	for _, id := range ids {
+		x.pending[id] = struct{}{}
+	}
+	x.pendingMu.Unlock()
+	select {
+	case x.kick <- struct{}{}:
+	default:
+	}
+}
+
+// RunUpdates re-reads queued ids until ctx ends. An Update re-reads the
+// current summaries, so ids queued twice need one read.
+func (x *searchIndex) RunUpdates(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-x.kick:
+		}
+		x.pendingMu.Lock()
+		ids := make([]string, 0, len(x.pending))
+		for id := range x.pending {
+			ids = append(ids, id)
+		}
+		clear(x.pending)
+		x.pendingMu.Unlock()
+		if err := x.Update(ctx, ids); err != nil && ctx.Err() == nil {
+			x.log.Warn("search index update failed; the periodic resync will catch up", "events", len(ids), "err", err)
 		}
 	}
 }

@@ -29,8 +29,11 @@ type fakeSummaries struct {
 	// afterRead, when set, runs after Summaries has copied the map and
 	// before it returns (to change the source under a Load).
 	afterRead func()
-	// loads counts the calls of Summaries (full Loads).
-	loads int
+	// loads counts the calls of Summaries (full Loads), ofCalls those of
+	// SummariesOf (Updates); beforeOf, when set, runs at the start of
+	// SummariesOf (to hold an Update up).
+	loads, ofCalls int
+	beforeOf       func()
 }
 
 type searchMeta struct {
@@ -78,6 +81,13 @@ func (f *fakeSummaries) loadCount() int {
 }
 
 func (f *fakeSummaries) SummariesOf(_ context.Context, ids []string) (map[string][]byte, error) {
+	f.mu.Lock()
+	f.ofCalls++
+	hook := f.beforeOf
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := map[string][]byte{}
@@ -683,6 +693,49 @@ func TestSearchRequestReload(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if n := src.loadCount(); n != 3 {
 		t.Errorf("%d Loads, want 3: the first, the one held up, and one for the 100 requests made meanwhile", n)
+	}
+}
+
+// TestSearchQueuedUpdates: change notices queue their ids for one worker;
+// the notices that arrive while an Update waits on Redis are re-read
+// together by the next one.
+func TestSearchQueuedUpdates(t *testing.T) {
+	src := newFakeSummaries()
+	src.put("a", "Alpha", 1)
+	x := newSearchIndex(src)
+	if err := x.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { x.RunUpdates(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	held, release := make(chan struct{}), make(chan struct{})
+	src.mu.Lock()
+	src.beforeOf = func() {
+		select {
+		case held <- struct{}{}:
+			<-release // only the first Update waits
+		default:
+		}
+	}
+	src.mu.Unlock()
+	src.put("b", "Beta", 2)
+	x.Enqueue([]string{"b"})
+	<-held
+	for i := range 100 {
+		id := fmt.Sprintf("c%03d", i)
+		src.put(id, "Gamma "+id, 3)
+		x.Enqueue([]string{id})
+	}
+	close(release)
+	waitIndexLen(t, x, 102)
+	src.mu.Lock()
+	calls := src.ofCalls
+	src.mu.Unlock()
+	if calls != 2 {
+		t.Errorf("%d Updates read Redis for 101 notices, want 2: the held one and one for the 100 queued meanwhile", calls)
 	}
 }
 

@@ -127,6 +127,9 @@ func New(cfg Config, d Deps) (*Server, error) {
 	}
 	if d.Cache != nil {
 		s.search = newSearchIndex(listedSummaries{cache: d.Cache, fallback: d.Fallback})
+		if d.Log != nil {
+			s.search.log = d.Log
+		}
 	}
 	for _, o := range cfg.AppOrigins {
 		s.origins[o] = true
@@ -264,6 +267,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	go s.search.Run(ctx, s.cfg.SearchResync)
+	go s.search.RunUpdates(ctx)
 	return nil
 }
 
