@@ -383,22 +383,15 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 			r.fetch(p)
 		}
 	}
-	_, err := p.Exec(ctx)
+	// Each request judges its own commands: a lost script, or on Redis
+	// Cluster a shard that did not answer, fails only the requests whose
+	// commands it held (they fall back); Redis unreachable fails them all.
+	p.Exec(ctx) //nolint:errcheck // every command carries its own error
 	l.trips.Add(1)
-	if err != nil && !isConnErr(err) {
-		// A command failed on its own (a read of the caller's, a lost
-		// script): each request judges its own commands below.
-		err = nil
-	}
-	if err == nil {
-		l.windowCalls.Add(uint64(len(groups)))
-		l.rerunLost(ctx, groups)
-	}
+	l.windowCalls.Add(uint64(len(groups)))
+	l.rerunLost(ctx, groups)
 	for _, r := range reqs {
-		if r.err = err; err == nil {
-			r.res, r.err = l.place(groups[r.account], blocked[r.addr])
-		}
-		if r.err == nil {
+		if r.res, r.err = l.place(groups[r.account], blocked[r.addr]); r.err == nil {
 			l.admitted.Add(1)
 		}
 	}
@@ -408,11 +401,9 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 	// window charged for a blocked one (requests of other round trips in
 	// between may). Other accounts' requests are answered at once.
 	var refunds []*admitGroup
-	if err == nil {
-		for _, g := range groups {
-			if w, werr := g.cmd.Int64Slice(); werr == nil && w[0] > int64(g.good) {
-				refunds = append(refunds, g)
-			}
+	for _, g := range groups {
+		if w, err := g.cmd.Int64Slice(); err == nil && w[0] > int64(g.good) {
+			refunds = append(refunds, g)
 		}
 	}
 	for _, r := range reqs {
@@ -510,12 +501,6 @@ func (l *Limiter) refund(groups []*admitGroup) {
 
 func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
 
-// isConnErr tells a transport failure (Redis unreachable, timed out) from
-// an error reply of one command.
-func isConnErr(err error) bool {
-	var re redis.Error
-	return !errors.As(err, &re)
-}
 
 // Seconds rounds a duration up to whole seconds, at least 1, for headers.
 func Seconds(d time.Duration) string {
