@@ -92,6 +92,10 @@ type Server struct {
 	pages   *pageCache
 	// noticesDropped is the change subscription's drop count last seen.
 	noticesDropped atomic.Int64
+	// nc and its handlers before subscribe, given back by unsubscribe.
+	nc            *nats.Conn
+	prevReconnect nats.ConnHandler
+	prevErr       nats.ErrHandler
 }
 
 // New builds a node; Serve starts it.
@@ -173,7 +177,12 @@ func New(cfg Config, d Deps) (*Server, error) {
 // says so once, with ErrSlowConsumer; onChangeNotice also watches the
 // subscription's drop count). The connection's own handlers, if any, still
 // run.
-func (s *Server) subscribe(nc *nats.Conn) error {
+func (s *Server) subscribe(nc *nats.Conn) (err error) {
+	defer func() {
+		if err != nil {
+			s.unsubscribe()
+		}
+	}()
 	keySub, err := nc.Subscribe(s.cfg.KeyNoticeSubject, s.onKeyNotice)
 	if err != nil {
 		return err
@@ -186,15 +195,16 @@ func (s *Server) subscribe(nc *nats.Conn) error {
 		}
 		s.subs = append(s.subs, changeSub)
 	}
-	prevReconnect := nc.ReconnectHandler()
+	s.nc = nc
+	s.prevReconnect = nc.ReconnectHandler()
 	nc.SetReconnectHandler(func(c *nats.Conn) {
 		s.keys.flush()
 		s.forgetHeld()
-		if prevReconnect != nil {
-			prevReconnect(c)
+		if s.prevReconnect != nil {
+			s.prevReconnect(c)
 		}
 	})
-	prevErr := nc.ErrorHandler()
+	s.prevErr = nc.ErrorHandler()
 	nc.SetErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
 		switch {
 		case sub != nil && sub == keySub && errors.Is(err, nats.ErrSlowConsumer):
@@ -203,19 +213,34 @@ func (s *Server) subscribe(nc *nats.Conn) error {
 		case sub != nil && sub == changeSub && errors.Is(err, nats.ErrSlowConsumer):
 			s.log.Warn("change notices lost (slow consumer): held prices and pages dropped, search reloads", "subject", sub.Subject)
 			s.forgetHeld()
-		case prevErr == nil:
+		case s.prevErr == nil:
 			s.log.Warn("nats error", "err", err)
 		}
-		if prevErr != nil {
-			prevErr(c, sub, err)
+		if s.prevErr != nil {
+			s.prevErr(c, sub, err) // the connection's own logging
 		}
 	})
 	// The subscriptions are live before the node serves: a notice sent
-	// from now on reaches it.
-	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+	// from now on reaches it. While NATS reconnects they are re-sent on
+	// reconnect, whose handler forgets what the node holds anyway.
+	if err := nc.FlushTimeout(5 * time.Second); err != nil && !nc.IsReconnecting() {
 		return fmt.Errorf("api: subscribe to notices: %w", err)
 	}
 	return nil
+}
+
+// unsubscribe ends the notice subscriptions and gives the connection its
+// own handlers back.
+func (s *Server) unsubscribe() {
+	for _, sub := range s.subs {
+		sub.Unsubscribe() //nolint:errcheck // the connection may be closed
+	}
+	s.subs = nil
+	if s.nc != nil {
+		s.nc.SetReconnectHandler(s.prevReconnect)
+		s.nc.SetErrorHandler(s.prevErr)
+		s.nc = nil
+	}
 }
 
 // forgetHeld drops the price items and pages the node holds and reloads its
@@ -278,9 +303,7 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Shutdown stops accepting connections and waits for in-flight requests.
 func (s *Server) Shutdown(ctx context.Context) error {
-	for _, sub := range s.subs {
-		sub.Unsubscribe() //nolint:errcheck
-	}
+	s.unsubscribe()
 	return s.app.ShutdownWithContext(ctx)
 }
 

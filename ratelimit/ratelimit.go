@@ -149,7 +149,7 @@ func (l *Limiter) Register(reg prometheus.Registerer) error {
 			Name: "marketdata_ratelimit_admissions_total", Help: "Requests decided by Redis: admitted, refused or blocked (decisions of the fallback not counted).",
 		}, func() float64 { return float64(l.admitted.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "marketdata_ratelimit_window_calls_total", Help: "Window script calls sent: one per account per round trip, and a second after Redis lost the script.",
+			Name: "marketdata_ratelimit_window_calls_total", Help: "Window script calls Redis answered: one per account per round trip, and a second after Redis lost the script.",
 		}, func() float64 { return float64(l.windowCalls.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "marketdata_ratelimit_refund_failures_total", Help: "Refunds that failed (of requests from blocked addresses, or whose block check failed): those requests stay counted until their window ends.",
@@ -388,7 +388,11 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 	// commands it held (they fall back); Redis unreachable fails them all.
 	p.Exec(ctx) //nolint:errcheck // every command carries its own error
 	l.trips.Add(1)
-	l.windowCalls.Add(uint64(len(groups)))
+	for _, g := range groups {
+		if answered(g.cmd.Err()) {
+			l.windowCalls.Add(1)
+		}
+	}
 	l.rerunLost(ctx, groups)
 	for _, r := range reqs {
 		if r.res, r.err = l.place(groups[r.account], blocked[r.addr]); r.err == nil {
@@ -472,10 +476,15 @@ func (l *Limiter) rerunLost(ctx context.Context, groups map[string]*admitGroup) 
 			p = l.rdb.Pipeline()
 		}
 		g.cmd = windowScript.Eval(ctx, p, []string{g.key}, l.cfg.Limit, l.cfg.Window.Milliseconds(), g.n)
-		l.windowCalls.Add(1)
 	}
-	if p != nil {
-		p.Exec(ctx) //nolint:errcheck // each call carries its own error
+	if p == nil {
+		return
+	}
+	cmds, _ := p.Exec(ctx)
+	for _, c := range cmds {
+		if answered(c.Err()) {
+			l.windowCalls.Add(1)
+		}
 	}
 }
 
@@ -499,8 +508,14 @@ func (l *Limiter) refund(groups []*admitGroup) {
 	}
 }
 
-func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
+// answered says whether a command reached Redis: it has a reply, an error
+// reply included (not a transport failure).
+func answered(err error) bool {
+	var re redis.Error
+	return err == nil || errors.As(err, &re)
+}
 
+func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
 
 // Seconds rounds a duration up to whole seconds, at least 1, for headers.
 func Seconds(d time.Duration) string {

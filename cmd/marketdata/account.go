@@ -55,7 +55,7 @@ func (c *cli) notifyKeys(cfg *Config, accountID, keyID string) {
 	if log == nil {
 		log = slog.Default()
 	}
-	nc, err := connectNATS(cfg.NATSURL, "marketdata cli")
+	nc, err := connectNATS(cfg.NATSURL, "marketdata cli", log)
 	if err != nil {
 		log.Warn("key change notice not sent; API nodes see the change when their cache entry expires", "err", err)
 		return

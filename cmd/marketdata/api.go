@@ -67,7 +67,7 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 		defer primary.Close()
 		keys = store.New(primary)
 	}
-	rdb, nc, err := connectCaches(ctx, cfg, "marketdata api")
+	rdb, nc, err := connectCaches(ctx, cfg, "marketdata api", log)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -56,19 +57,25 @@ func (c *cli) rebuild(ctx context.Context, st *store.Store, cch *cache.Cache) er
 }
 
 // notifyRebuilt tells API nodes that the cache was rebuilt, so that they
-// drop the price items and pages they hold (else they keep them up to 2 s).
+// drop the price items and pages they hold and reload search (else they
+// keep them up to 2 s, and search up to 60 s).
 func (c *cli) notifyRebuilt(cfg *Config, subject string) {
 	log, _ := c.logger()
 	if log == nil {
 		log = slog.Default()
 	}
-	nc, err := connectNATS(cfg.NATSURL, "marketdata cli")
+	const notSent = "flush notice not sent; API nodes drop held prices and pages within 2 s and reload search within 60 s"
+	nc, err := connectNATS(cfg.NATSURL, "marketdata cli", log)
 	if err != nil {
-		log.Warn("flush notice not sent; API nodes drop what they hold within 2 s", "err", err)
+		log.Warn(notSent, "err", err)
 		return
 	}
 	defer nc.Close()
-	if err := ingest.PublishFlush(nc, subject); err != nil {
-		log.Warn("flush notice not sent; API nodes drop what they hold within 2 s", "err", err)
+	err = ingest.PublishFlush(nc, subject)
+	if err == nil && nc.IsReconnecting() {
+		err = errors.New("NATS is reconnecting: the notice would be lost when the command exits")
+	}
+	if err != nil {
+		log.Warn(notSent, "err", err)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,11 +16,20 @@ import (
 	"github.com/marketdata/marketdata/store"
 )
 
-func connectNATS(url, name string) (*nats.Conn, error) {
+// connectNATS connects with endless reconnects; the client's asynchronous
+// errors (a slow consumer, a permission refused) go to log.
+func connectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
 	nc, err := nats.Connect(url,
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(500*time.Millisecond),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				log.Warn("nats error", "subject", sub.Subject, "err", err)
+				return
+			}
+			log.Warn("nats error", "err", err)
+		}),
 	)
 	if err != nil {
 		return nil, &configError{"MD_NATS_URL", "cannot connect: " + err.Error()}
@@ -83,12 +93,12 @@ func validateIngest(ic *ingest.Config) error {
 
 // connectCaches opens Redis and NATS for a long-running process; close both
 // when done (also on error: what was opened is returned).
-func connectCaches(ctx context.Context, cfg *Config, name string) (redis.UniversalClient, *nats.Conn, error) {
+func connectCaches(ctx context.Context, cfg *Config, name string, log *slog.Logger) (redis.UniversalClient, *nats.Conn, error) {
 	rdb, err := connectRedis(ctx, cfg.RedisURL)
 	if err != nil {
 		return nil, nil, err
 	}
-	nc, err := connectNATS(cfg.NATSURL, name)
+	nc, err := connectNATS(cfg.NATSURL, name, log)
 	if err != nil {
 		rdb.Close()
 		return nil, nil, err

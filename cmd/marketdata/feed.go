@@ -82,7 +82,7 @@ func (c *cli) feedCmd() *cobra.Command {
 
 // runFeed publishes the synthetic stream until its options or ctx stop it.
 func runFeed(ctx context.Context, natsURL string, ic ingest.Config, o feedOptions, log *slog.Logger) (feed.Stats, error) {
-	nc, err := connectNATS(natsURL, "marketdata feed")
+	nc, err := connectNATS(natsURL, "marketdata feed", log)
 	if err != nil {
 		return feed.Stats{}, err
 	}

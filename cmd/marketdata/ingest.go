@@ -50,7 +50,7 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 	if err := st.CheckSchema(ctx); err != nil {
 		return err
 	}
-	rdb, nc, err := connectCaches(ctx, cfg, "marketdata ingest")
+	rdb, nc, err := connectCaches(ctx, cfg, "marketdata ingest", log)
 	if err != nil {
 		return err
 	}
