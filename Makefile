@@ -18,8 +18,7 @@ build:
 run: services build
 	$(BIN) dev
 
-test: services
-	$(GO) vet ./...
+test: services lint
 	$(GO) test -count=1 -p 2 -timeout 20m ./...
 
 # Runs every fuzz target for FUZZTIME, one at a time: `go test -fuzz` takes one package and
