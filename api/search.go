@@ -604,8 +604,11 @@ func (x *searchIndex) Enqueue(ids []string) {
 }
 
 // RunUpdates re-reads queued ids until ctx ends. An Update re-reads the
-// current summaries, so ids queued twice need one read.
+// current summaries, so ids queued twice need one read. An Update that
+// fails (Redis unreachable) puts its ids back and the next try waits,
+// doubling from searchRetryMin to searchRetryMax.
 func (x *searchIndex) RunUpdates(ctx context.Context) {
+	wait := time.Duration(0)
 	for {
 		select {
 		case <-ctx.Done():
@@ -619,11 +622,27 @@ func (x *searchIndex) RunUpdates(ctx context.Context) {
 		}
 		clear(x.pending)
 		x.pendingMu.Unlock()
-		if err := x.Update(ctx, ids); err != nil && ctx.Err() == nil {
-			x.log.Warn("search index update failed; the periodic resync will catch up", "events", len(ids), "err", err)
+		err := x.Update(ctx, ids)
+		if err == nil || ctx.Err() != nil {
+			wait = 0
+			continue
+		}
+		wait = min(max(2*wait, searchRetryMin), searchRetryMax)
+		x.log.Warn("search index update failed; retrying", "events", len(ids), "retry_in", wait.String(), "err", err)
+		x.Enqueue(ids)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
 		}
 	}
 }
+
+// The waits between failed search updates.
+const (
+	searchRetryMin = 100 * time.Millisecond
+	searchRetryMax = 5 * time.Second
+)
 
 // RequestReload asks Run for a full Load as soon as it can (a flush
 // notice: the cache was rebuilt). It never blocks; many requests before

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -34,6 +35,8 @@ type fakeSummaries struct {
 	// SummariesOf (to hold an Update up).
 	loads, ofCalls int
 	beforeOf       func()
+	// failOf fails that many SummariesOf calls (Redis unreachable).
+	failOf int
 }
 
 type searchMeta struct {
@@ -84,9 +87,16 @@ func (f *fakeSummaries) SummariesOf(_ context.Context, ids []string) (map[string
 	f.mu.Lock()
 	f.ofCalls++
 	hook := f.beforeOf
+	fail := f.failOf > 0
+	if fail {
+		f.failOf--
+	}
 	f.mu.Unlock()
 	if hook != nil {
 		hook()
+	}
+	if fail {
+		return nil, errors.New("redis: connection refused")
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -736,6 +746,32 @@ func TestSearchQueuedUpdates(t *testing.T) {
 	src.mu.Unlock()
 	if calls != 2 {
 		t.Errorf("%d Updates read Redis for 101 notices, want 2: the held one and one for the 100 queued meanwhile", calls)
+	}
+}
+
+// TestSearchUpdateRetries: an update that fails (Redis unreachable) is
+// tried again until it succeeds, without waiting for the full reload.
+func TestSearchUpdateRetries(t *testing.T) {
+	src := newFakeSummaries()
+	src.put("a", "Alpha", 1)
+	x := newSearchIndex(src)
+	if err := x.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { x.RunUpdates(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	src.mu.Lock()
+	src.failOf = 3
+	src.mu.Unlock()
+	src.put("b", "Beta", 2)
+	x.Enqueue([]string{"b"})
+	waitIndexLen(t, x, 2) // 3 failures: 0.1 + 0.2 + 0.4 s of waits
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if src.ofCalls != 4 {
+		t.Errorf("%d reads, want 4 (3 failed, 1 that worked)", src.ofCalls)
 	}
 }
 
