@@ -634,6 +634,21 @@ func TestSearchConcurrentWithUpdates(t *testing.T) {
 	}
 }
 
+// loadedUpdating loads an index of src and runs its RunUpdates until the
+// test ends.
+func loadedUpdating(t *testing.T, src *fakeSummaries) *searchIndex {
+	t.Helper()
+	x := newSearchIndex(src)
+	if err := x.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { x.RunUpdates(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return x
+}
+
 // runIndex runs x.Run with period every until the test ends.
 func runIndex(t *testing.T, x *searchIndex, every time.Duration) {
 	t.Helper()
@@ -712,14 +727,7 @@ func TestSearchRequestReload(t *testing.T) {
 func TestSearchQueuedUpdates(t *testing.T) {
 	src := newFakeSummaries()
 	src.put("a", "Alpha", 1)
-	x := newSearchIndex(src)
-	if err := x.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { x.RunUpdates(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	x := loadedUpdating(t, src)
 
 	held, release := make(chan struct{}), make(chan struct{})
 	src.mu.Lock()
@@ -754,14 +762,7 @@ func TestSearchQueuedUpdates(t *testing.T) {
 func TestSearchUpdateRetries(t *testing.T) {
 	src := newFakeSummaries()
 	src.put("a", "Alpha", 1)
-	x := newSearchIndex(src)
-	if err := x.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { x.RunUpdates(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	x := loadedUpdating(t, src)
 	src.mu.Lock()
 	src.failOf = 3
 	src.mu.Unlock()
