@@ -11,6 +11,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/valyala/fasthttp"
 
 	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/store"
@@ -311,54 +312,58 @@ func (s *Server) trades(c *fiber.Ctx) error {
 	return sendList(c, items, nil, false)
 }
 
-// listBody is {"data":[items...]}, with "next_cursor" when next is set
-// (a JSON string or null).
-func listBody(items [][]byte, next []byte) []byte {
+// listBody is {"data":[items...]}, for answers kept and sent again (search).
+func listBody(items [][]byte) []byte {
 	var b bytes.Buffer
-	b.WriteString(`{"data":[`)
-	for i, it := range items {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(it)
-	}
-	b.WriteByte(']')
-	if next != nil {
-		b.WriteString(`,"next_cursor":`)
-		b.Write(next)
-	}
-	b.WriteByte('}')
+	writeList(&b, items, nil, false)
 	return b.Bytes()
 }
 
-// sendList answers {"data":[items...]} written straight into the response,
-// with "next_cursor" (next, or null when next is nil) when paged; nil items
-// are left out.
+// sendList answers {"data":[items...]} written straight into the response's
+// pooled buffer.
 func sendList(c *fiber.Ctx, items [][]byte, next []byte, paged bool) error {
-	r := c.Response()
-	r.ResetBody()
-	r.AppendBodyString(`{"data":[`)
+	c.Response().ResetBody()
+	writeList(responseBody{c.Response()}, items, next, paged)
+	return sendWritten(c)
+}
+
+// bodyWriter is where an answer is assembled: a buffer of its own, or the
+// response's (responseBody).
+type bodyWriter interface {
+	Write([]byte) (int, error)
+	WriteString(string) (int, error)
+}
+
+// responseBody appends to a response's body.
+type responseBody struct{ r *fasthttp.Response }
+
+func (b responseBody) Write(p []byte) (int, error)       { b.r.AppendBody(p); return len(p), nil }
+func (b responseBody) WriteString(s string) (int, error) { b.r.AppendBodyString(s); return len(s), nil }
+
+// writeList writes {"data":[items...]}, nil items left out, with
+// "next_cursor" (next, or null when next is nil) when paged.
+func writeList(w bodyWriter, items [][]byte, next []byte, paged bool) {
+	w.WriteString(`{"data":[`) //nolint:errcheck // neither writer fails
 	n := 0
 	for _, it := range items {
 		if it == nil {
 			continue
 		}
 		if n > 0 {
-			r.AppendBodyString(",")
+			w.WriteString(",") //nolint:errcheck
 		}
-		r.AppendBody(it)
+		w.Write(it) //nolint:errcheck
 		n++
 	}
-	r.AppendBodyString("]")
+	w.WriteString("]") //nolint:errcheck
 	if paged {
-		r.AppendBodyString(`,"next_cursor":`)
+		w.WriteString(`,"next_cursor":`) //nolint:errcheck
 		if next == nil {
 			next = []byte("null")
 		}
-		r.AppendBody(next)
+		w.Write(next) //nolint:errcheck
 	}
-	r.AppendBodyString("}")
-	return sendWritten(c)
+	w.WriteString("}") //nolint:errcheck
 }
 
 // listEvents answers GET /events: a page of active served events in
@@ -442,5 +447,5 @@ func (s *Server) searchEvents(c *fiber.Ctx) error {
 	if !s.search.Ready() {
 		return &Error{Kind: KindUnavailable, Message: "search is loading; try again"}
 	}
-	return send(c, s.search.answer(q, limit, func(items [][]byte) []byte { return listBody(items, nil) }))
+	return send(c, s.search.answer(q, limit, listBody))
 }

@@ -39,12 +39,8 @@ type pageKey struct {
 }
 
 type listedPage struct {
-	ids  []string
-	sums [][]byte
-	// last is the page's highest id; a page with fewer ids than asked for
-	// reached the end of the set, and any id above after may join it.
-	last    string
-	full    bool
+	ids     []string
+	sums    [][]byte
 	fetched time.Time
 	// size is what the page counts against maxBytes.
 	size int
@@ -70,10 +66,7 @@ func (p *pageCache) lookup(k pageKey) (ids []string, sums [][]byte, ok bool, epo
 // began (epoch is what lookup returned). ids and sums must not be changed
 // afterwards: readers share them.
 func (p *pageCache) store(k pageKey, ids []string, sums [][]byte, epoch uint64, fetched time.Time) {
-	pg := &listedPage{ids: ids, sums: sums, full: len(ids) >= k.count, fetched: fetched}
-	if len(ids) > 0 {
-		pg.last = ids[len(ids)-1]
-	}
+	pg := &listedPage{ids: ids, sums: sums, fetched: fetched}
 	for i := range ids {
 		pg.size += len(ids[i]) + len(sums[i])
 	}
@@ -88,7 +81,7 @@ func (p *pageCache) store(k pageKey, ids []string, sums [][]byte, epoch uint64, 
 	if old := p.pages[k]; old != nil {
 		p.remove(k, old)
 	}
-	if p.full(pg) {
+	if p.noRoom(pg) {
 		// Expired pages go first; then pages at random (map order) until
 		// this one fits: a walker's pages, read once each, take turns
 		// with the polled ones rather than wiping them all.
@@ -99,7 +92,7 @@ func (p *pageCache) store(k pageKey, ids []string, sums [][]byte, epoch uint64, 
 			}
 		}
 		for k, old := range p.pages {
-			if !p.full(pg) {
+			if !p.noRoom(pg) {
 				break
 			}
 			p.remove(k, old)
@@ -109,8 +102,8 @@ func (p *pageCache) store(k pageKey, ids []string, sums [][]byte, epoch uint64, 
 	p.bytes += pg.size
 }
 
-// full says whether pg does not fit; the caller holds mu.
-func (p *pageCache) full(pg *listedPage) bool {
+// noRoom says whether pg does not fit; the caller holds mu.
+func (p *pageCache) noRoom(pg *listedPage) bool {
 	return len(p.pages) >= p.max || p.bytes+pg.size > p.maxBytes
 }
 
@@ -132,7 +125,10 @@ func (p *pageCache) drop(ids []string) {
 		if found {
 			i++
 		}
-		if i < len(sorted) && (!pg.full || sorted[i] <= pg.last) {
+		// A page with fewer ids than asked for reached the end of its set:
+		// any id above its start may join it. A full one covers up to its
+		// last id.
+		if i < len(sorted) && (len(pg.ids) < k.count || sorted[i] <= pg.ids[len(pg.ids)-1]) {
 			p.remove(k, pg)
 		}
 	}

@@ -19,7 +19,7 @@ func TestSearchAnswerMemo(t *testing.T) {
 	renders := 0
 	render := func(items [][]byte) []byte {
 		renders++
-		return listBody(items, nil)
+		return listBody(items)
 	}
 	first := x.answer("rain", 20, render)
 	again := x.answer("rain", 20, render)

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/marketdata/marketdata/cache"
-	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -41,16 +40,7 @@ func (s *lateSource) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 // trades, and newer revisions of existing documents.
 func TestRebuildKeepsConcurrentIngest(t *testing.T) {
 	ctx := context.Background()
-	dsn := testenv.Database(t)
-	if _, err := store.Migrate(ctx, dsn); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := store.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st := store.New(pool)
+	st := newStore(t)
 	c, rdb, prefix := newCache(t)
 	for i, b := range rebuildBatches() {
 		res, err := st.ApplyBatch(ctx, &b)
@@ -98,16 +88,7 @@ func TestRebuildKeepsConcurrentIngest(t *testing.T) {
 // anyway, and later ingest writes win again.
 func TestRebuildRevisionsAhead(t *testing.T) {
 	ctx := context.Background()
-	dsn := testenv.Database(t)
-	if _, err := store.Migrate(ctx, dsn); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := store.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st := store.New(pool)
+	st := newStore(t)
 	c, rdb, _ := newCache(t)
 	batches := rebuildBatches()
 	for i, b := range batches {

@@ -16,6 +16,22 @@ import (
 	"github.com/marketdata/marketdata/store"
 )
 
+// newStore returns a store on a migrated database of the test's own.
+func newStore(t *testing.T) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	dsn := testenv.Database(t)
+	if _, err := store.Migrate(ctx, dsn); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	pool, err := store.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return store.New(pool)
+}
+
 // dump reads every key under prefix into a comparable form: strings as they
 // are, hashes as sorted field=value lines, zsets as score member lines in
 // rank order.
@@ -148,16 +164,7 @@ func rebuildBatches() []store.Batch {
 
 func TestRebuildMatchesIngestAndPrunes(t *testing.T) {
 	ctx := context.Background()
-	dsn := testenv.Database(t)
-	if _, err := store.Migrate(ctx, dsn); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	pool, err := store.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st := store.New(pool)
+	st := newStore(t)
 	c, rdb, prefix := newCache(t)
 
 	for i, b := range rebuildBatches() {

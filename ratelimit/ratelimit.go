@@ -71,13 +71,14 @@ end
 return 0
 `)
 
-// failScript counts one failed authentication of an address. The window
-// starts at the address's first failure. Once the count reaches the limit, a
-// block marker lives until the window ends, so that the check every request
-// makes is one plain PTTL, not a script.
+// countFailure is the Lua both failure scripts share: it counts one failed
+// authentication of an address, leaving n (the count) and ttl (ms left in
+// the window). The window starts at the address's first failure. Once the
+// count reaches the limit, a block marker lives until the window ends, so
+// that the check every request makes is one plain PTTL, not a script.
 // KEYS[1] the address's counter; KEYS[2] its block marker; ARGV[1] window in
-// ms; ARGV[2] the limit. Returns {count, ms left}.
-var failScript = redis.NewScript(`
+// ms; ARGV[2] the limit.
+const countFailure = `
 local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
@@ -86,29 +87,20 @@ if ttl < 0 then
   ttl = tonumber(ARGV[1])
 end
 if n >= tonumber(ARGV[2]) then redis.call('SET', KEYS[2], '1', 'PX', ttl) end
-return {n, ttl}
-`)
+`
+
+// failScript counts one failure (countFailure). Returns {count, ms left}.
+var failScript = redis.NewScript(countFailure + `return {n, ttl}`)
 
 // failOrBlockedScript is what a refused key does, atomically: when the
 // address is already blocked, answer so without counting; else count the
-// failure (and set the block marker when it reaches the limit). So however
-// many bad requests arrive at once on however many nodes, exactly `limit`
-// of them get 401 and the rest 429.
-// KEYS[1] the counter; KEYS[2] the block marker; ARGV[1] window in ms;
-// ARGV[2] the limit. Returns {blocked (0|1), ms left}.
+// failure (countFailure). So however many bad requests arrive at once on
+// however many nodes, exactly `limit` of them get 401 and the rest 429.
+// Returns {blocked (0|1), ms left}.
 var failOrBlockedScript = redis.NewScript(`
 local b = redis.call('PTTL', KEYS[2])
 if b > 0 then return {1, b} end
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-  ttl = tonumber(ARGV[1])
-end
-if n >= tonumber(ARGV[2]) then redis.call('SET', KEYS[2], '1', 'PX', ttl) end
-return {0, ttl}
-`)
+` + countFailure + `return {0, ttl}`)
 
 // Config sizes the limits.
 type Config struct {

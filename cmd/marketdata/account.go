@@ -36,15 +36,11 @@ func (c *cli) withStore(ctx context.Context, fn func(*store.Store, *Config) erro
 	if err != nil {
 		return err
 	}
-	pool, err := connectPostgres(ctx, "MD_DATABASE_URL", cfg.DatabaseURL)
+	st, closeStore, err := openStore(ctx, "MD_DATABASE_URL", cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	st := store.New(pool)
-	if err := st.CheckSchema(ctx); err != nil {
-		return err
-	}
+	defer closeStore()
 	return fn(st, cfg)
 }
 

@@ -15,7 +15,6 @@ import (
 
 	"github.com/marketdata/marketdata/api"
 	"github.com/marketdata/marketdata/ratelimit"
-	"github.com/marketdata/marketdata/store"
 )
 
 func (c *cli) apiCmd() *cobra.Command {
@@ -40,32 +39,24 @@ func (c *cli) apiCmd() *cobra.Command {
 	return cmd
 }
 
-// defaultNoticeSubject is where ingest publishes change notices unless told
-// otherwise; api and cache rebuild take the same flag.
-const defaultNoticeSubject = "md.changes.v1"
-
 // runAPI runs one API node with its admin server until ctx is done, then
 // drains in-flight requests. ready, when not nil, gets the bound addresses.
 func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Logger, reg *prometheus.Registry, ready func(httpAddr, adminAddr string)) error {
-	pool, err := connectPostgres(ctx, "MD_DATABASE_READ_URL", cfg.DatabaseReadURL)
+	st, closeStore, err := openStore(ctx, "MD_DATABASE_READ_URL", cfg.DatabaseReadURL)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	st := store.New(pool)
-	if err := st.CheckSchema(ctx); err != nil {
-		return err
-	}
+	defer closeStore()
 	// Keys are read from the primary: a lagging replica could hand back a
 	// key just revoked, and caching it would outlast the contract's 1 s.
 	keys := st
 	if cfg.DatabaseReadURL != cfg.DatabaseURL {
-		primary, err := connectPostgres(ctx, "MD_DATABASE_URL", cfg.DatabaseURL)
+		primary, closePrimary, err := openStore(ctx, "MD_DATABASE_URL", cfg.DatabaseURL)
 		if err != nil {
 			return err
 		}
-		defer primary.Close()
-		keys = store.New(primary)
+		defer closePrimary()
+		keys = primary
 	}
 	rdb, nc, err := connectCaches(ctx, cfg, "marketdata api", log)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
@@ -37,12 +36,19 @@ func connectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
 	return nc, nil
 }
 
-func connectPostgres(ctx context.Context, name, dsn string) (*pgxpool.Pool, error) {
+// openStore connects to the database of dsn (named by its variable, name,
+// in errors) and checks that its schema is this binary's. close releases it.
+func openStore(ctx context.Context, name, dsn string) (st *store.Store, close func(), err error) {
 	pool, err := store.Connect(ctx, dsn)
 	if err != nil {
-		return nil, &configError{name, err.Error()}
+		return nil, nil, &configError{name, err.Error()}
 	}
-	return pool, nil
+	st = store.New(pool)
+	if err := st.CheckSchema(ctx); err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return st, pool.Close, nil
 }
 
 func connectRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
@@ -56,6 +62,10 @@ func connectRedis(ctx context.Context, url string) (redis.UniversalClient, error
 func newCache(rdb redis.UniversalClient, cfg *Config) *cache.Cache {
 	return cache.New(rdb, cfg.RedisPrefix, cache.Rules{Retention: cfg.ResolvedRetention, Now: time.Now})
 }
+
+// defaultNoticeSubject is where ingest publishes change notices unless told
+// otherwise; api and cache rebuild take the same flag.
+var defaultNoticeSubject = ingest.Config{}.Defaults().NoticeSubject
 
 // ingestFlags are the stream names and sizes; the defaults are the contract's.
 func ingestFlags(fs *pflag.FlagSet, ic *ingest.Config) {

@@ -92,12 +92,11 @@ func (c *cli) devCmd() *cobra.Command {
 // demoKey creates an account with access and a key with every scope, and
 // returns the key's secret (valid for this process: the pepper is random).
 func demoKey(ctx context.Context, cfg *Config) (string, error) {
-	pool, err := connectPostgres(ctx, "MD_DATABASE_URL", cfg.DatabaseURL)
+	st, closeStore, err := openStore(ctx, "MD_DATABASE_URL", cfg.DatabaseURL)
 	if err != nil {
 		return "", err
 	}
-	defer pool.Close()
-	st := store.New(pool)
+	defer closeStore()
 	now := time.Now()
 	a, err := st.CreateAccount(ctx, "demo", now)
 	if err != nil {

@@ -41,15 +41,11 @@ func (c *cli) ingestCmd() *cobra.Command {
 // runIngest runs one ingest worker with its admin server until ctx is done.
 // ready, when not nil, is called once the worker is about to consume.
 func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Logger, reg *prometheus.Registry, ready func(admin string)) error {
-	pool, err := connectPostgres(ctx, "MD_DATABASE_URL", cfg.DatabaseURL)
+	st, closeStore, err := openStore(ctx, "MD_DATABASE_URL", cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	st := store.New(pool)
-	if err := st.CheckSchema(ctx); err != nil {
-		return err
-	}
+	defer closeStore()
 	rdb, nc, err := connectCaches(ctx, cfg, "marketdata ingest", log)
 	if err != nil {
 		return err

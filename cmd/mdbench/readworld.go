@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/marketdata/marketdata/ingest/feed"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -83,7 +84,7 @@ func venueEventID(v, n int, t readsDraft) string {
 	case 0:
 		return fmt.Sprintf("KX%s-%s-%d", t.stem, t.code, n)
 	case 1:
-		return fmt.Sprintf("%s-%d", slug(t.title, 52), n)
+		return fmt.Sprintf("%s-%d", feed.Slugify(t.title, 52), n)
 	case 2:
 		return fmt.Sprint(1_000_000 + n)
 	default:
@@ -94,45 +95,15 @@ func venueEventID(v, n int, t readsDraft) string {
 func venueMarketID(v int, eventID string, n, j int, label string) string {
 	switch v {
 	case 0:
-		code := strings.ToUpper(strings.ReplaceAll(slug(label, 12), "-", ""))
+		code := strings.ToUpper(strings.ReplaceAll(feed.Slugify(label, 12), "-", ""))
 		return eventID + "-" + cmp.Or(code, "M")
 	case 1:
-		return fmt.Sprintf("%s-%d-%d", slug(label, 40), n, j+1)
+		return fmt.Sprintf("%s-%d-%d", feed.Slugify(label, 40), n, j+1)
 	case 2:
 		return fmt.Sprint(100_000_000 + 10*n + j)
 	default:
 		return fmt.Sprintf("0x%016x", (uint64(n)<<4|uint64(j))*0xbf58476d1ce4e5b9)
 	}
-}
-
-// slug lowercases s and joins its ASCII letters and digits with '-', at
-// most max bytes long.
-func slug(s string, max int) string {
-	var b strings.Builder
-	dash := false
-	for _, c := range strings.ToLower(s) {
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-			if dash && b.Len() > 0 {
-				b.WriteByte('-')
-			}
-			dash = false
-			b.WriteRune(c)
-		case c == ',', c == '\'', c == '$', c == '%', c == '.':
-		default:
-			dash = true
-		}
-	}
-	out := b.String()
-	if len(out) > max {
-		// At a word boundary, as venues shorten their slugs.
-		if i := strings.LastIndexByte(out[:max+1], '-'); i > 0 {
-			out = out[:i]
-		} else {
-			out = out[:max]
-		}
-	}
-	return out
 }
 
 // readsDraft is an invented event: title, category, the parts of its

@@ -38,7 +38,7 @@ func (v *venueIDs) event(venue int, d draft) string {
 	case venueA:
 		return v.claim(venue, "KX"+d.stem+"-"+d.code)
 	case venueB:
-		return v.claim(venue, slugify(d.title, maxIDLen-4))
+		return v.claim(venue, Slugify(d.title, maxIDLen-4))
 	case venueC:
 		return v.numeric(venue, 1_000_000, 9_000_000)
 	default:
@@ -53,8 +53,8 @@ func (v *venueIDs) market(venue int, eventID, label string) string {
 	case venueA:
 		return v.claim(venue, eventID+"-"+tickerCode(label))
 	case venueB:
-		ls := slugify(label, 24)
-		return v.claim(venue, slugify(eventID, maxIDLen-4-1-len(ls))+"-"+ls)
+		ls := Slugify(label, 24)
+		return v.claim(venue, Slugify(eventID, maxIDLen-4-1-len(ls))+"-"+ls)
 	case venueC:
 		return v.numeric(venue, 100_000, 900_000)
 	default:
@@ -101,10 +101,10 @@ func (v *venueIDs) hex(venue, n int) string {
 	}
 }
 
-// slugify lowercases s and joins its words with '-', dropping everything but
+// Slugify lowercases s and joins its words with '-', dropping everything but
 // ASCII letters and digits, and shortens it to at most max bytes at a word
 // boundary.
-func slugify(s string, max int) string {
+func Slugify(s string, max int) string {
 	var b strings.Builder
 	dash := false
 	for _, c := range strings.ToLower(s) {

@@ -18,8 +18,8 @@ func TestSlugify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			if got := slugify(tt.in, tt.max); got != tt.want {
-				t.Errorf("slugify(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
+			if got := Slugify(tt.in, tt.max); got != tt.want {
+				t.Errorf("Slugify(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
 			}
 		})
 	}
