@@ -32,6 +32,14 @@ type Config struct {
 	CursorSecret      []byte
 	KeyPepper         []byte
 	ResolvedRetention time.Duration
+	// MaxConns caps open connections per API node (MD_MAX_CONNS).
+	MaxConns int
+	// KeyStaleMax is how long an API node keeps using a key it has seen
+	// while Postgres cannot be reached (MD_KEY_STALE_MAX; 0 = never).
+	KeyStaleMax time.Duration
+	// StreamReplicas is the replica count of the streams ingest and feed
+	// create (MD_STREAM_REPLICAS).
+	StreamReplicas int
 }
 
 // minSecretLen is the shortest MD_CURSOR_SECRET / MD_KEY_PEPPER accepted.
@@ -104,6 +112,18 @@ func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error
 	}
 	if c.ResolvedRetention, err = positiveDuration("MD_RESOLVED_RETENTION", env("MD_RESOLVED_RETENTION", "168h")); err != nil {
 		return nil, err
+	}
+	if c.MaxConns, err = positiveInt("MD_MAX_CONNS", env("MD_MAX_CONNS", "20000")); err != nil {
+		return nil, err
+	}
+	if c.KeyStaleMax, err = time.ParseDuration(env("MD_KEY_STALE_MAX", "10m")); err != nil || c.KeyStaleMax < 0 {
+		return nil, &configError{"MD_KEY_STALE_MAX", fmt.Sprintf("%q is not a duration like 10m (0 turns it off)", env("MD_KEY_STALE_MAX", "10m"))}
+	}
+	if c.StreamReplicas, err = positiveInt("MD_STREAM_REPLICAS", env("MD_STREAM_REPLICAS", "1")); err != nil {
+		return nil, err
+	}
+	if c.StreamReplicas > 5 {
+		return nil, &configError{"MD_STREAM_REPLICAS", fmt.Sprintf("%d is not within 1..5 (JetStream's limit)", c.StreamReplicas)}
 	}
 	if err := checkOrigin(c.DocsOrigin); err != nil {
 		return nil, &configError{"MD_DOCS_ORIGIN", err.Error()}

@@ -17,7 +17,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 	if c.HTTPAddr != "127.0.0.1:8080" || c.AdminAddr != "127.0.0.1:9090" || c.RateLimit != 1200 ||
 		c.RateWindow != time.Minute || c.AuthFailLimit != 20 || c.AuthFailWindow != 300*time.Second ||
-		c.ResolvedRetention != 168*time.Hour || c.DatabaseReadURL != c.DatabaseURL || c.RedisPrefix != "md:" {
+		c.ResolvedRetention != 168*time.Hour || c.DatabaseReadURL != c.DatabaseURL || c.RedisPrefix != "md:" ||
+		c.MaxConns != 20000 || c.KeyStaleMax != 10*time.Minute || c.StreamReplicas != 1 {
 		t.Errorf("defaults: got %+v", c)
 	}
 }
@@ -45,6 +46,12 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		{"MD_TRUSTED_PROXIES", "10.0.0.0/33", secretsUnused},
 		{"MD_RESOLVED_RETENTION", "week", secretsUnused},
 		{"MD_REDIS_PREFIX", "md{x}:", secretsUnused},
+		{"MD_MAX_CONNS", "0", secretsUnused},
+		{"MD_MAX_CONNS", "many", secretsUnused},
+		{"MD_KEY_STALE_MAX", "-1m", secretsUnused},
+		{"MD_KEY_STALE_MAX", "ten", secretsUnused},
+		{"MD_STREAM_REPLICAS", "0", secretsUnused},
+		{"MD_STREAM_REPLICAS", "6", secretsUnused},
 		{"MD_CURSOR_SECRET", "short", secretsRequired},
 		{"MD_KEY_PEPPER", "short", secretsRequired},
 	}
