@@ -48,27 +48,35 @@ func New(rdb redis.UniversalClient, prefix string, rules Rules) *Cache {
 // Rules returns the serving rules the cache renders with.
 func (c *Cache) Rules() Rules { return c.rules }
 
-// Connect opens a client for MD_REDIS_URL: a redis:// or rediss:// URL for one
-// server, or comma-separated host:port addresses of a Redis Cluster.
-func Connect(ctx context.Context, url string) (redis.UniversalClient, error) {
-	var rdb redis.UniversalClient
+// Open returns a client for MD_REDIS_URL without dialling: a redis:// or
+// rediss:// URL for one server, or comma-separated host:port addresses of a
+// Redis Cluster. The client connects on first use and reconnects by itself,
+// so a process can start while Redis is down.
+func Open(url string) (redis.UniversalClient, error) {
 	if strings.HasPrefix(url, "redis://") || strings.HasPrefix(url, "rediss://") {
 		opt, err := redis.ParseURL(url)
 		if err != nil {
 			return nil, fmt.Errorf("cache: parse redis url: %w", err)
 		}
-		rdb = redis.NewClient(opt)
-	} else {
-		var addrs []string
-		for a := range strings.SplitSeq(url, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				addrs = append(addrs, a)
-			}
+		return redis.NewClient(opt), nil
+	}
+	var addrs []string
+	for a := range strings.SplitSeq(url, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
 		}
-		if len(addrs) == 0 {
-			return nil, errors.New("cache: no redis address")
-		}
-		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	}
+	if len(addrs) == 0 {
+		return nil, errors.New("cache: no redis address")
+	}
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs}), nil
+}
+
+// Connect opens a client for url (see Open) and checks that Redis answers.
+func Connect(ctx context.Context, url string) (redis.UniversalClient, error) {
+	rdb, err := Open(url)
+	if err != nil {
+		return nil, err
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rdb.Close()
