@@ -1,0 +1,94 @@
+package api
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// edgeConn is one accepted connection with the contract's read deadlines
+// (HTTP edge): a request must arrive whole within requestTimeout of its
+// first byte, and a connection that waits idleTimeout for a request is
+// closed quietly.
+//
+// fasthttp cannot do both itself: its ReadTimeout runs from the moment it
+// starts waiting for the first request of a connection, so a client that
+// opened a connection and has not spoken yet gets an unasked 408 after
+// ReadTimeout. So the node gives fasthttp no read timeouts and the
+// connection keeps them: it knows when a request's first byte arrives (a
+// read that returns data while idle) and when the request has been read (the
+// server writes its answer). An idle wait that runs out looks like the
+// client closing (io.EOF), which fasthttp ends without an answer; a request
+// that runs out gets the timeout error, which the edge answers 408.
+//
+// Anyone else setting a read deadline (fasthttp before handing a hijacked
+// connection to a WebSocket handler) takes the deadlines over: from then on
+// the connection passes everything through.
+type edgeConn struct {
+	net.Conn
+	requestTimeout time.Duration
+	idleTimeout    time.Duration
+	// inRequest: a byte of a request has arrived and its answer has not
+	// been written. Only the serving goroutine touches it, and only while
+	// the connection is not handed over.
+	inRequest bool
+	handedOver atomic.Bool
+	closeOnce  sync.Once
+	onClose    func()
+}
+
+func newEdgeConn(c net.Conn, requestTimeout, idleTimeout time.Duration, onClose func()) *edgeConn {
+	ec := &edgeConn{Conn: c, requestTimeout: requestTimeout, idleTimeout: idleTimeout, onClose: onClose}
+	ec.Conn.SetReadDeadline(time.Now().Add(idleTimeout)) //nolint:errcheck // a closed conn fails its next read
+	return ec
+}
+
+// Read starts the request deadline at a request's first byte and turns an
+// idle wait that ran out into io.EOF.
+func (c *edgeConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.handedOver.Load() {
+		return n, err
+	}
+	if n > 0 && !c.inRequest {
+		c.inRequest = true
+		c.Conn.SetReadDeadline(time.Now().Add(c.requestTimeout)) //nolint:errcheck // as above
+	}
+	if err != nil && !c.inRequest && errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, io.EOF
+	}
+	return n, err
+}
+
+// Write marks the request as read (its answer is being written) and starts
+// the idle wait for the next one.
+func (c *edgeConn) Write(p []byte) (int, error) {
+	if !c.handedOver.Load() && c.inRequest {
+		c.inRequest = false
+		c.Conn.SetReadDeadline(time.Now().Add(c.idleTimeout)) //nolint:errcheck // as above
+	}
+	return c.Conn.Write(p)
+}
+
+// SetDeadline hands the read deadlines over to the caller.
+func (c *edgeConn) SetDeadline(t time.Time) error {
+	c.handedOver.Store(true)
+	return c.Conn.SetDeadline(t)
+}
+
+// SetReadDeadline hands the read deadlines over to the caller.
+func (c *edgeConn) SetReadDeadline(t time.Time) error {
+	c.handedOver.Store(true)
+	return c.Conn.SetReadDeadline(t)
+}
+
+// Close closes the connection and frees its place under MD_MAX_CONNS, once.
+func (c *edgeConn) Close() error {
+	err := c.Conn.Close()
+	c.closeOnce.Do(c.onClose)
+	return err
+}
