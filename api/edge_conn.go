@@ -35,7 +35,7 @@ type edgeConn struct {
 	// inRequest: a byte of a request has arrived and its answer has not
 	// been written. Only the serving goroutine touches it, and only while
 	// the connection is not handed over.
-	inRequest bool
+	inRequest  bool
 	handedOver atomic.Bool
 	closeOnce  sync.Once
 	onClose    func()
