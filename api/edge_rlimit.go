@@ -11,11 +11,11 @@ import (
 // listeners, Postgres, Redis and NATS connections, the runtime's own.
 const fileReserve = 256
 
-// warnFileLimit warns when maxConns client connections would not fit under
+// WarnFileLimit (called once at start) warns when maxConns client connections would not fit under
 // the process's open-file limit: the node then refuses connections at the
 // file limit (and its own dials to Postgres and Redis may fail) before it
 // reaches MD_MAX_CONNS. Go raises the soft limit to the hard one at start.
-func warnFileLimit(log *slog.Logger, maxConns int) {
+func WarnFileLimit(log *slog.Logger, maxConns int) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return

@@ -4,5 +4,5 @@ package api
 
 import "log/slog"
 
-// warnFileLimit has no open-file limit to compare with on this system.
-func warnFileLimit(*slog.Logger, int) {}
+// WarnFileLimit has no open-file limit to compare with on this system.
+func WarnFileLimit(*slog.Logger, int) {}

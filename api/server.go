@@ -334,7 +334,6 @@ func (s *Server) Start(ctx context.Context) error {
 // never exits because of its clients), and every connection keeps the
 // request and idle deadlines.
 func (s *Server) Serve(ln net.Listener) error {
-	warnFileLimit(s.log, s.cfg.MaxConns)
 	return s.app.Listener(newEdgeListener(ln, s.cfg.MaxConns, s.cfg.RequestTimeout, s.cfg.IdleTimeout, s.edge, s.log))
 }
 

@@ -84,7 +84,7 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	srv, err := api.New(api.Config{
 		DocsOrigin: cfg.DocsOrigin, AppOrigins: cfg.AppOrigins, TrustedProxies: cfg.TrustedProxies,
 		KeyPepper: cfg.KeyPepper, CursorSecret: cfg.CursorSecret, KeyNoticeSubject: KeyNoticeSubject,
-		NoticeSubject: noticeSubject,
+		NoticeSubject: noticeSubject, MaxConns: cfg.MaxConns,
 	}, api.Deps{
 		Credentials: keys, Cache: newCache(rdb, cfg), Fallback: st,
 		Limiter: limiter, NC: nc, Log: log, Registry: reg,
@@ -95,6 +95,7 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}
+	api.WarnFileLimit(log, cfg.MaxConns)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return &configError{"MD_HTTP_ADDR", "cannot listen: " + err.Error()}

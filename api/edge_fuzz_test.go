@@ -1,0 +1,164 @@
+package api_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/marketdata/marketdata/api"
+	"github.com/marketdata/marketdata/internal/testenv"
+	"github.com/marketdata/marketdata/ratelimit"
+	"github.com/marketdata/marketdata/store"
+)
+
+// fuzzSecret is the key secret the seed corpus carries.
+const fuzzSecret = "mdk_live_FuzzSeedSecretFuzzSeedSecretFuzzSe1234"
+
+// fuzzNode serves a real api.Server (real store, limiter and logs) on a
+// loopback listener for the whole fuzz run; the log goes to logs.
+func fuzzNode(f *testing.F) (addr string, logs *takeBuffer) {
+	f.Helper()
+	dsn := testenv.Database(f)
+	if _, err := store.Migrate(f.Context(), dsn); err != nil {
+		f.Fatalf("migrate: %v", err)
+	}
+	pool, err := store.Connect(f.Context(), dsn)
+	if err != nil {
+		f.Fatalf("connect: %v", err)
+	}
+	f.Cleanup(pool.Close)
+	rdb, prefix := testenv.Redis(f)
+	logs = &takeBuffer{}
+	srv, err := api.New(api.Config{
+		DocsOrigin: docsOrigin, KeyPepper: randomBytes(32), CursorSecret: randomBytes(32),
+		RequestTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second,
+	}, api.Deps{
+		Credentials: store.New(pool),
+		Limiter: ratelimit.New(rdb, ratelimit.Config{
+			Limit: 1 << 30, Window: time.Minute, AuthFailLimit: 1 << 30, AuthFailWindow: time.Minute, Prefix: prefix,
+		}, nil, nil),
+		Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		f.Fatalf("api.New: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	f.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx) //nolint:errcheck // the run is over
+		<-served
+	})
+	return ln.Addr().String(), logs
+}
+
+// takeBuffer collects log output; take empties it.
+type takeBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *takeBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *takeBuffer) take() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.buf
+	b.buf = nil
+	return out
+}
+
+var authLine = regexp.MustCompile(`(?im)^authorization:[ \t]*bearer[ \t]+([A-Za-z0-9_-]{12,})`)
+
+// FuzzRawRequest sends raw bytes to a real node, then half-closes: whatever
+// the bytes, the node answers with well-formed HTTP (or nothing), never a
+// 5xx other than 503, and never echoes a key secret it was sent.
+func FuzzRawRequest(f *testing.F) {
+	auth := "Authorization: Bearer " + fuzzSecret + "\r\n"
+	for _, seed := range []string{
+		"GET /public/v1/key HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n",
+		"GET /public/v1/key HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: -1\r\n\r\n",
+		"GET /public/v1/key HTTP/1.1\r\nHost: x\r\nBroken\r\n" + auth + "\r\n",
+		"GET\r\n" + auth + "\r\n",
+		"GET /public/v1/key HTTP/1.1\r\nHost: x\r\n" + auth + "X-Nul: \x00\r\n\r\n",
+		"GET /public/v1/key HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"GET /public/v1/key HTTP/1.1\r\nHost: x\r\n" + auth + "\r\nGET /public/v1/events HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n",
+		"OPTIONS /public/v1/key HTTP/1.1\r\nHost: x\r\nOrigin: https://evil.example\r\nAccess-Control-Request-Method: GET\r\n" + auth + "\r\n",
+		"GET /public/v1/key HTTP/1.1\r\nHost: x\r\n" + auth,
+		"",
+	} {
+		f.Add([]byte(seed))
+	}
+	addr, logs := fuzzNode(f)
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // the I/O reports it
+		go func() {
+			c.Write(raw)                  //nolint:errcheck // the node may close first
+			c.(*net.TCPConn).CloseWrite() //nolint:errcheck // as above
+		}()
+		out, err := io.ReadAll(c)
+		if err != nil && !isReset(err) {
+			t.Fatalf("reading the answer: %v (got %q)", err, out)
+		}
+		br := bufio.NewReader(bytes.NewReader(out))
+		for n := 0; ; n++ {
+			if _, err := br.Peek(1); err == io.EOF {
+				break
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("answer %d is not HTTP: %v\n%q", n, err, out)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatalf("answer %d body: %v\n%q", n, err, out)
+			}
+			if resp.StatusCode >= 500 && resp.StatusCode != http.StatusServiceUnavailable {
+				t.Fatalf("answer %d: status %d\n%s", n, resp.StatusCode, body)
+			}
+		}
+		// Inputs run one at a time: what the log holds now is this input's.
+		logged := logs.take()
+		for _, m := range authLine.FindAllSubmatch(raw, -1) {
+			secret := m[1]
+			if bytes.Count(raw, secret) != 1 {
+				continue // also elsewhere in the request, where echoing it may be fine
+			}
+			if bytes.Contains(out, secret) {
+				t.Fatalf("the answer echoes the Authorization secret %q:\n%q", secret, out)
+			}
+			if bytes.Contains(logged, secret) {
+				t.Fatalf("the node logged the Authorization secret %q", secret)
+			}
+		}
+	})
+}
+
+// isReset: the node may reset a connection it closed with input unread.
+func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }

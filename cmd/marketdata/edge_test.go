@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/marketdata/marketdata/internal/testenv"
+)
+
+// lockedBuffer collects a child's stderr while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// freeAddr is a loopback address nobody listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// buildBinary builds this command into a temporary directory.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "marketdata")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// edgeAsk sends one request on c and reads its answer within wait.
+func edgeAsk(c net.Conn, br *bufio.Reader, wait time.Duration) (int, error) {
+	c.SetDeadline(time.Now().Add(wait)) //nolint:errcheck // the I/O reports it
+	if _, err := io.WriteString(c, "GET /healthcheck HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		return 0, err
+	}
+	return edgeRead(c, br, wait)
+}
+
+// edgeRead reads one answer from c within wait.
+func edgeRead(c net.Conn, br *bufio.Reader, wait time.Duration) (int, error) {
+	c.SetDeadline(time.Now().Add(wait)) //nolint:errcheck // the read reports it
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, err
+}
+
+type edgeClient struct {
+	c  net.Conn
+	br *bufio.Reader
+}
+
+// TestAPISurvivesFileExhaustion: `marketdata api` under a low open-file
+// limit, with keep-alive clients holding every descriptor, stays up (it
+// refuses new connections for the moment) and serves again once some
+// close. It used to exit with "accept4: too many open files".
+func TestAPISurvivesFileExhaustion(t *testing.T) {
+	t.Parallel()
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		testenv.Unavailable(t, "prlimit (util-linux)", err)
+	}
+	dsn := testenv.Database(t)
+	_, prefix := testenv.Redis(t)
+	testenv.NATS(t)
+	if _, err := run(t, map[string]string{"MD_DATABASE_URL": dsn}, "migrate"); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildBinary(t)
+	httpAddr, adminAddr := freeAddr(t), freeAddr(t)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, prlimit, "--nofile=256:256", bin, "api")
+	cmd.Env = append(os.Environ(),
+		"MD_DATABASE_URL="+dsn, "MD_REDIS_PREFIX="+prefix, "MD_NATS_URL="+testenv.NATSURL,
+		"MD_REDIS_URL="+testenv.RedisURL, "MD_HTTP_ADDR="+httpAddr, "MD_ADMIN_ADDR="+adminAddr,
+		"MD_CURSOR_SECRET="+strings.Repeat("c", 32), "MD_KEY_PEPPER="+strings.Repeat("p", 32))
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var clients []edgeClient
+	t.Cleanup(func() {
+		for _, c := range clients {
+			c.c.Close()
+		}
+		cancel()
+		<-exited
+		if t.Failed() {
+			t.Logf("api stderr:\n%.4000s", stderr.String())
+		}
+	})
+
+	// Wait for the node to answer.
+	ready := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.Dial("tcp", httpAddr)
+		if err == nil {
+			_, err = edgeAsk(c, bufio.NewReader(c), 5*time.Second)
+			c.Close()
+			if err == nil {
+				break
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("api exited before serving: %v", err)
+		default:
+		}
+		if time.Now().After(ready) {
+			t.Fatalf("api not answering on %s after 30 s", httpAddr)
+		}
+		time.Sleep(50 * time.Millisecond) // polling for the node to come up
+	}
+
+	// Keep-alive clients until the node stops answering new ones.
+	var waiting *edgeClient
+	for i := 0; i < 400 && waiting == nil; i++ {
+		c, err := net.DialTimeout("tcp", httpAddr, 5*time.Second)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		cl := edgeClient{c, bufio.NewReader(c)}
+		clients = append(clients, cl)
+		if _, err := edgeAsk(cl.c, cl.br, 2*time.Second); err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("client %d: %v, want an answer or a wait", i, err)
+			}
+			waiting = &clients[len(clients)-1]
+		}
+	}
+	if waiting == nil {
+		t.Fatalf("400 clients under a 256-descriptor limit all served")
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("api exited with %d clients open: %v", len(clients), err)
+	default:
+	}
+	if !strings.Contains(stderr.String(), "out of file descriptors") {
+		t.Errorf("no log line about running out of file descriptors")
+	}
+
+	// Some clients leave: the waiting one is answered, and new ones are.
+	for _, c := range clients[:20] {
+		c.c.Close()
+	}
+	if status, err := edgeRead(waiting.c, waiting.br, 10*time.Second); err != nil || status != http.StatusNotFound {
+		t.Errorf("waiting client after some closed: %d, %v; want 404", status, err)
+	}
+	c, err := net.DialTimeout("tcp", httpAddr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	status, err := edgeAsk(c, bufio.NewReader(c), 10*time.Second)
+	if err != nil || status != http.StatusNotFound {
+		t.Fatalf("new client after some closed: %d, %v; want 404", status, err)
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("api exited: %v", err)
+	default:
+	}
+}
