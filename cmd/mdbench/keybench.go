@@ -79,8 +79,9 @@ type APINode struct {
 }
 
 // StartAPINode migrates a sandbox database, creates an account with access
-// and a key with every scope, and starts `marketdata api` on it.
-func StartAPINode(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath string) (*APINode, error) {
+// and a key with every scope, and starts `marketdata api` on it; env adds
+// to (and overrides) its environment.
+func StartAPINode(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath string, env ...string) (*APINode, error) {
 	pool, err := store.Connect(ctx, dsn)
 	if err != nil {
 		return nil, err
@@ -106,13 +107,13 @@ func StartAPINode(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath str
 	if err != nil {
 		return nil, err
 	}
-	child, err := StartChild(ctx, o.Bin, []string{"api"}, []string{
+	child, err := StartChild(ctx, o.Bin, []string{"api"}, append([]string{
 		"MD_HTTP_ADDR=" + addr, "MD_DATABASE_URL=" + dsn, "MD_REDIS_URL=" + o.RedisURL,
 		"MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
 		"MD_KEY_PEPPER=" + benchPepper, "MD_CURSOR_SECRET=" + strings.Repeat("c", 32),
 		// The window runs on every request, but must not refuse the load.
 		"MD_RATE_LIMIT=1000000000", "MD_RATE_WINDOW=3600s",
-	}, logPath)
+	}, env...), logPath)
 	if err != nil {
 		return nil, fmt.Errorf("start api: %w", err)
 	}

@@ -64,6 +64,8 @@ var benches = []Bench{
 		Timeout: 2 * time.Minute, Run: runKeyBench},
 	{Name: "reads", Help: "snapshot, event read, /events page, search at 50,000 events through the full middleware vs bare Fiber (64 connections)",
 		Timeout: 8 * time.Minute, Run: runReadsBench},
+	{Name: "idle", Help: "snapshot with and without 10,000 idle keep-alive connections open, the node at MD_MAX_CONNS; its RSS with them",
+		Timeout: 5 * time.Minute, Run: runIdleBench},
 }
 
 // Machine is the machine facts every result records.

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The idle benchmark: a node at MD_MAX_CONNS, most of its connections idle
+// keep-alive clients, still serves the snapshot at nearly its full rate.
+const (
+	idleConns = 10_000
+	// idleEvents is the world of this benchmark: the snapshot reads 50
+	// markets of it; its size changes nothing of the edge.
+	idleEvents = 5_000
+	// goalIdleRatio: the snapshot rate with the idle connections open, over
+	// the rate without them.
+	goalIdleRatio = 0.9
+	// idleDialers open the idle connections in parallel.
+	idleDialers = 32
+)
+
+// idlePlan keeps one round (warm-up, run, opening the connections, run)
+// well inside the node's 60 s idle timeout.
+var idlePlan = LoadPlan{Conns: 64, Rounds: 3, Warmup: 2 * time.Second, Duration: 8 * time.Second}
+
+// IdleRound is one pair of snapshot runs, without and then with the idle
+// connections open.
+type IdleRound struct {
+	Without LoadResult `json:"without_idle"`
+	With    LoadResult `json:"with_idle"`
+	Ratio   float64    `json:"ratio"`
+	// OpenSeconds is how long opening the idle connections took.
+	OpenSeconds float64 `json:"open_seconds"`
+	// OpenReported is the node's marketdata_http_connections_open after the
+	// run with them: they were all still open.
+	OpenReported float64 `json:"open_reported_after_run"`
+	MemWith      ProcMem `json:"api_mem_with_idle"`
+	MemWithout   ProcMem `json:"api_mem_without_idle"`
+}
+
+// IdleResult is bench-results/idle.json.
+type IdleResult struct {
+	Bench      string      `json:"bench"`
+	Machine    Machine     `json:"machine"`
+	MaxConns   int         `json:"md_max_conns"`
+	IdleConns  int         `json:"idle_connections"`
+	Route      string      `json:"route"`
+	Rounds     []IdleRound `json:"rounds"`
+	RPSWithout float64     `json:"rps_without_mean"`
+	RPSWith    float64     `json:"rps_with_mean"`
+	Ratio      float64     `json:"ratio_median"`
+	Goal       float64     `json:"ratio_goal"`
+	Met        bool        `json:"ratio_goal_met"`
+	// MemWith is the node's memory with the idle connections open (the last
+	// round's), MemWithout right before they were opened.
+	MemWith    ProcMem        `json:"api_mem_with_idle"`
+	MemWithout ProcMem        `json:"api_mem_without_idle"`
+	Failed     int64          `json:"requests_failed"`
+	Warnings   map[string]int `json:"child_warnings"`
+	ChildLog   string         `json:"child_log"`
+	Seconds    float64        `json:"seconds"`
+}
+
+func runIdleBench(ctx context.Context, o *Options, log *slog.Logger) (any, error) {
+	began := time.Now()
+	maxConns := idleConns + idlePlan.Conns
+	// This process holds the idle connections; the node holds their other
+	// ends (a Go child raises its own soft limit to the hard one).
+	if err := raiseFileLimit(uint64(idleConns + 1024)); err != nil {
+		return nil, err
+	}
+	res := &IdleResult{Bench: "idle", Machine: o.Machine, MaxConns: maxConns, IdleConns: idleConns,
+		Goal: goalIdleRatio, ChildLog: filepath.Join(o.Out, "idle-child.log")}
+	w := newReadsWorld(idleEvents, readsPerEvent, readsSeed)
+	sb, err := NewSandbox(ctx, o, log)
+	if err != nil {
+		return nil, err
+	}
+	defer sb.Close()
+	dsn, err := sb.Database(ctx, "idle")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := loadReads(ctx, sb, dsn, w, readsBatch, readsWorkers, log); err != nil {
+		return nil, err
+	}
+	node, err := StartAPINode(ctx, o, sb, dsn, res.ChildLog, fmt.Sprintf("MD_MAX_CONNS=%d", maxConns))
+	if err != nil {
+		return nil, err
+	}
+	defer node.Stop(10 * time.Second) //nolint:errcheck
+	res.Route = "/public/v1/prices/snapshot?ids=" + strings.Join(readsInputs(w).SnapshotIDs, ",")
+	if _, err := node.Get(ctx, res.Route); err != nil {
+		return nil, err
+	}
+	http.DefaultClient.CloseIdleConnections() // its connection would take a place under the cap
+	target := Target{Addr: node.Addr, Path: res.Route, Status: 200,
+		Headers: map[string]string{"Authorization": "Bearer " + node.Secret}}
+
+	for r := range idlePlan.Rounds {
+		var round IdleRound
+		if round.Without, err = Load(ctx, target, idlePlan.Conns, idlePlan.Warmup, idlePlan.Duration); err != nil {
+			return nil, fmt.Errorf("without idle connections: %w", err)
+		}
+		if round.MemWithout, err = procMem(node.Pid()); err != nil {
+			return nil, err
+		}
+		t := time.Now()
+		idle, err := openIdle(ctx, node.Addr, idleConns)
+		if err != nil {
+			return nil, err
+		}
+		round.OpenSeconds = round2(time.Since(t).Seconds())
+		round.With, err = Load(ctx, target, idlePlan.Conns, idlePlan.Warmup, idlePlan.Duration)
+		if err == nil {
+			round.MemWith, err = procMem(node.Pid())
+		}
+		var m Scrape
+		if err == nil {
+			m, err = node.Metrics(ctx)
+		}
+		for _, c := range idle {
+			c.Close()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("with idle connections: %w", err)
+		}
+		round.OpenReported = m["marketdata_http_connections_open"]
+		round.Ratio = round2(round.With.RPS / round.Without.RPS)
+		log.Info("idle round", "round", r+1, "rps_without", round.Without.RPS, "rps_with", round.With.RPS,
+			"ratio", round.Ratio, "open_reported", round.OpenReported, "rss_mb_with", round.MemWith.RSSMB)
+		res.Rounds = append(res.Rounds, round)
+		res.Failed += failures([]LoadResult{round.Without, round.With})
+	}
+	var ratios []float64
+	for _, r := range res.Rounds {
+		ratios = append(ratios, r.Ratio)
+		res.RPSWithout += r.Without.RPS / float64(len(res.Rounds))
+		res.RPSWith += r.With.RPS / float64(len(res.Rounds))
+	}
+	res.RPSWithout, res.RPSWith = round2(res.RPSWithout), round2(res.RPSWith)
+	res.Ratio = median(ratios)
+	res.Met = res.Ratio >= goalIdleRatio && res.Failed == 0
+	last := res.Rounds[len(res.Rounds)-1]
+	res.MemWith, res.MemWithout = last.MemWith, last.MemWithout
+	res.Warnings = logWarnings(res.ChildLog)
+	res.Seconds = round2(time.Since(began).Seconds())
+	res.Print()
+	return res, nil
+}
+
+// openIdle opens n keep-alive connections to addr, each after one answered
+// request (GET / answers 404 without touching Redis), and leaves them idle.
+func openIdle(ctx context.Context, addr string, n int) ([]net.Conn, error) {
+	conns := make([]net.Conn, n)
+	errs := make(chan error, idleDialers)
+	var wg sync.WaitGroup
+	for d := range idleDialers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var dialer net.Dialer
+			for i := d; i < n; i += idleDialers {
+				c, err := dialer.DialContext(ctx, "tcp", addr)
+				if err == nil {
+					conns[i] = c
+					err = askOnce(c)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("idle connection %d: %w", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+		return nil, err
+	}
+	return conns, nil
+}
+
+// askOnce sends one request on c and reads its answer, leaving c open.
+func askOnce(c net.Conn) error {
+	c.SetDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // the I/O reports it
+	defer c.SetDeadline(time.Time{})                //nolint:errcheck
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: bench\r\n\r\n"); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return err
+}
+
+// raiseFileLimit raises this process's open-file soft limit to at least n.
+func raiseFileLimit(n uint64) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("RLIMIT_NOFILE: %w", err)
+	}
+	if lim.Cur >= n {
+		return nil
+	}
+	if lim.Max < n {
+		return fmt.Errorf("RLIMIT_NOFILE hard limit %d is below the %d this benchmark needs (ulimit -Hn)", lim.Max, n)
+	}
+	lim.Cur = n
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("raise RLIMIT_NOFILE to %d: %w", n, err)
+	}
+	return nil
+}
+
+// Print writes the rounds and the figure on stdout.
+func (r *IdleResult) Print() {
+	fmt.Printf("\nIdle connections — %d cores, %s, %s: snapshot (50 ids) with %d connections, then again with %d idle keep-alive connections open; MD_MAX_CONNS=%d\n",
+		r.Machine.NumCPU, r.Machine.GoVersion, r.Machine.Date.Format("2006-01-02 15:04 MST"), idlePlan.Conns, r.IdleConns, r.MaxConns)
+	for i, rd := range r.Rounds {
+		fmt.Printf("round %d: %.0f rps without (p99 %.2f ms), %.0f rps with (p99 %.2f ms): ratio %.2f; opened in %.1f s; node reported %.0f open; VmRSS %.0f MB with, %.0f MB without\n",
+			i+1, rd.Without.RPS, rd.Without.P99MS, rd.With.RPS, rd.With.P99MS, rd.Ratio, rd.OpenSeconds, rd.OpenReported,
+			rd.MemWith.RSSMB, rd.MemWithout.RSSMB)
+	}
+	for _, m := range slices.Sorted(maps.Keys(r.Warnings)) {
+		fmt.Printf("api log: %d × %s\n", r.Warnings[m], m)
+	}
+	fmt.Printf("goal: %-36s %9.2f  %s\n", fmt.Sprintf("idle-connections ratio ≥ %.2f", r.Goal), r.Ratio, met(r.Met))
+	fmt.Printf("idle: %.0f rps without, %.0f rps with %d idle connections (median ratio %.2f); node VmRSS %.0f MB with them open (%.0f MB without), %d requests failed; in %.0f s; child log %s\n\n",
+		r.RPSWithout, r.RPSWith, r.IdleConns, r.Ratio, r.MemWith.RSSMB, r.MemWithout.RSSMB, r.Failed, r.Seconds, r.ChildLog)
+}
