@@ -31,9 +31,10 @@ const (
 	idleDialers = 32
 )
 
-// idlePlan keeps one round (warm-up, run, opening the connections, run)
-// well inside the node's 60 s idle timeout.
-var idlePlan = LoadPlan{Conns: 64, Rounds: 3, Warmup: 2 * time.Second, Duration: 8 * time.Second}
+// idlePlan: each run is a warm-up and a measured run; the idle connections
+// are opened for one run and closed after it, well inside the node's 60 s
+// idle timeout. The machine is shared: the median of 5 round ratios counts.
+var idlePlan = LoadPlan{Conns: 64, Rounds: 5, Warmup: 2 * time.Second, Duration: 8 * time.Second}
 
 // IdleRound is one pair of snapshot runs, without and then with the idle
 // connections open.
@@ -110,35 +111,12 @@ func runIdleBench(ctx context.Context, o *Options, log *slog.Logger) (any, error
 		Headers: map[string]string{"Authorization": "Bearer " + node.Secret}}
 
 	for r := range idlePlan.Rounds {
-		var round IdleRound
-		if round.Without, err = Load(ctx, target, idlePlan.Conns, idlePlan.Warmup, idlePlan.Duration); err != nil {
-			return nil, fmt.Errorf("without idle connections: %w", err)
-		}
-		if round.MemWithout, err = procMem(node.Pid()); err != nil {
-			return nil, err
-		}
-		t := time.Now()
-		idle, err := openIdle(ctx, node.Addr, idleConns)
+		// Odd rounds run with the idle connections first: a machine whose
+		// load drifts then favours neither side.
+		round, err := idleRound(ctx, node, target, r%2 == 1)
 		if err != nil {
 			return nil, err
 		}
-		round.OpenSeconds = round2(time.Since(t).Seconds())
-		round.With, err = Load(ctx, target, idlePlan.Conns, idlePlan.Warmup, idlePlan.Duration)
-		if err == nil {
-			round.MemWith, err = procMem(node.Pid())
-		}
-		var m Scrape
-		if err == nil {
-			m, err = node.Metrics(ctx)
-		}
-		for _, c := range idle {
-			c.Close()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("with idle connections: %w", err)
-		}
-		round.OpenReported = m["marketdata_http_connections_open"]
-		round.Ratio = round2(round.With.RPS / round.Without.RPS)
 		log.Info("idle round", "round", r+1, "rps_without", round.Without.RPS, "rps_with", round.With.RPS,
 			"ratio", round.Ratio, "open_reported", round.OpenReported, "rss_mb_with", round.MemWith.RSSMB)
 		res.Rounds = append(res.Rounds, round)
@@ -159,6 +137,53 @@ func runIdleBench(ctx context.Context, o *Options, log *slog.Logger) (any, error
 	res.Seconds = round2(time.Since(began).Seconds())
 	res.Print()
 	return res, nil
+}
+
+// idleRound runs the snapshot without and with the idle connections open,
+// in that order or (withFirst) the other.
+func idleRound(ctx context.Context, node *APINode, target Target, withFirst bool) (IdleRound, error) {
+	var round IdleRound
+	without := func() (err error) {
+		if round.Without, err = Load(ctx, target, idlePlan.Conns, idlePlan.Warmup, idlePlan.Duration); err != nil {
+			return fmt.Errorf("without idle connections: %w", err)
+		}
+		round.MemWithout, err = procMem(node.Pid())
+		return err
+	}
+	with := func() error {
+		t := time.Now()
+		idle, err := openIdle(ctx, node.Addr, idleConns)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			for _, c := range idle {
+				c.Close()
+			}
+		}()
+		round.OpenSeconds = round2(time.Since(t).Seconds())
+		if round.With, err = Load(ctx, target, idlePlan.Conns, idlePlan.Warmup, idlePlan.Duration); err != nil {
+			return fmt.Errorf("with idle connections: %w", err)
+		}
+		if round.MemWith, err = procMem(node.Pid()); err != nil {
+			return err
+		}
+		m, err := node.Metrics(ctx)
+		round.OpenReported = m["marketdata_http_connections_open"]
+		return err
+	}
+	first, second := without, with
+	if withFirst {
+		first, second = with, without
+	}
+	if err := first(); err != nil {
+		return round, err
+	}
+	if err := second(); err != nil {
+		return round, err
+	}
+	round.Ratio = round2(round.With.RPS / round.Without.RPS)
+	return round, nil
 }
 
 // openIdle opens n keep-alive connections to addr, each after one answered

@@ -38,6 +38,9 @@ type Target struct {
 // then d, each client sending its next request as soon as the answer is in.
 func Load(ctx context.Context, t Target, conns int, warmup, d time.Duration) (LoadResult, error) {
 	hc := &fasthttp.HostClient{Addr: t.Addr, MaxConns: conns, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
+	// The run's connections end with it: left idle, they would hold places
+	// under the node's MD_MAX_CONNS (the idle benchmark runs at the cap).
+	defer hc.CloseIdleConnections()
 	var counting atomic.Bool
 	var errs, unexpected atomic.Int64
 	lat := make([][]time.Duration, conns)
