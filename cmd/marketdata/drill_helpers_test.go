@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -494,4 +495,77 @@ func (ta *tally) String() string {
 	ta.mu.Lock()
 	defer ta.mu.Unlock()
 	return fmt.Sprintf("codes %v, transport errors %d, wrong %q", ta.codes, ta.errors, ta.wrong)
+}
+
+// publishPrices publishes price versions from..to of each market, version
+// by version (every market's version v before any v+1), each with its own
+// Nats-Msg-Id. It returns the first error.
+func (d *drill) publishPrices(ctx context.Context, markets []string, from, to int) error {
+	nc, err := nats.Connect(d.env["MD_NATS_URL"])
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(256))
+	if err != nil {
+		return err
+	}
+	if err := ingest.EnsureStreams(ctx, js, d.ic); err != nil {
+		return err
+	}
+	for v := from; v <= to; v++ {
+		for _, m := range markets {
+			body := fmt.Sprintf(`{"market_id":%q,"version":%d,"ts":%q,"quotes":{"venue_a":{"bid":0.4,"ask":0.6,"last":0.5,"volume_24h":%d}}}`,
+				m, v, time.Now().UTC().Format(time.RFC3339Nano), v)
+			msg := &nats.Msg{Subject: d.ic.SubjectPrefix + ".price." + m, Data: []byte(body), Header: nats.Header{}}
+			msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s-%d", m, v))
+			if _, err := js.PublishMsgAsync(msg); err != nil {
+				return fmt.Errorf("publish %s v%d: %w", m, v, err)
+			}
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// priceVersions returns the stored version of each market's price.
+func priceVersions(t *testing.T, dsn string) map[string]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT market_id, version FROM prices`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var v int64
+		if err := rows.Scan(&id, &v); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = v
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// drillMarkets are market ids of a drill's own price messages.
+func drillMarkets(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("drill-m%02d", i)
+	}
+	return out
 }

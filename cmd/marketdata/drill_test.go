@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/store"
@@ -17,12 +21,14 @@ import (
 // what clients get. Shared services are used only through names of the
 // drill's own.
 
-// sharedRedis gives the drill the shared Redis under a prefix of its own.
-func (d *drill) sharedRedis() {
+// sharedRedis gives the drill the shared Redis under a prefix of its own;
+// it returns a client and the prefix.
+func (d *drill) sharedRedis() (*redis.Client, string) {
 	d.t.Helper()
-	_, prefix := testenv.Redis(d.t)
+	rdb, prefix := testenv.Redis(d.t)
 	d.env["MD_REDIS_URL"] = testenv.RedisURL
 	d.env["MD_REDIS_PREFIX"] = prefix
+	return rdb, prefix
 }
 
 // sharedNATS gives the drill the shared NATS with stream names of its own
@@ -135,5 +141,274 @@ func TestDrillPostgresPrimaryDown(t *testing.T) {
 	t.Logf("revocation after recovery took effect in %s (after the command: %s)", took, time.Since(start))
 	if took > 2*time.Second {
 		t.Errorf("revocation after recovery took %s, want within 1 s (2 s allowed on shared cores)", took)
+	}
+}
+
+// TestDrillReplicaDown: MD_DATABASE_READ_URL points at a port where nothing
+// answers: the node starts, /readyz is 200 with the replica degraded, and a
+// cache miss is served from the primary with the right body.
+func TestDrillReplicaDown(t *testing.T) {
+	d := newDrill(t, testenv.Database(t), "", "")
+	rdb, prefix := d.sharedRedis()
+	d.sharedNATS()
+	d.migrate()
+	d.startIngest()
+	d.feed(300)
+	d.caughtUp(30 * time.Second)
+	_, secret := d.newKey()
+	d.env["MD_DATABASE_READ_URL"] = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/marketdata?sslmode=disable&connect_timeout=2", testenv.FreePort(t))
+	api := d.startAPI()
+	body := waitReadyz(t, api.admin, 200, func(b string) bool { return strings.Contains(b, `"postgres_replica":`) }, 30*time.Second)
+	if !strings.Contains(body, `"status":"degraded"`) || strings.Contains(body, `"failed"`) {
+		t.Errorf("/readyz with the replica down: %s, want 200 degraded naming only the replica", body)
+	}
+	paths := readRoutes(t, api.http, secret)
+	want := snapshot(t, api.http, secret, paths)
+	var event string
+	for _, p := range paths {
+		if strings.HasPrefix(p, "/public/v1/events/") {
+			event = p
+			break
+		}
+	}
+	id := strings.TrimPrefix(event, "/public/v1/events/")
+	before := metricValue(t, api.admin, "marketdata_api_replica_fallback_reads_total")
+	if err := rdb.Del(context.Background(), prefix+"{e:"+id+"}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, got, err := get(http.DefaultClient, api.http, event, secret)
+	if err != nil || code != 200 || got != want[event] {
+		t.Errorf("event read after its Redis key was deleted: %d %.300s %v; want 200 with %.300s", code, got, err, want[event])
+	}
+	if after := metricValue(t, api.admin, "marketdata_api_replica_fallback_reads_total"); after <= before {
+		t.Errorf("marketdata_api_replica_fallback_reads_total: %v then %v, want the miss read from the primary", before, after)
+	}
+}
+
+// TestDrillRedisRestartedEmpty: Redis stops under load, then starts empty:
+// every answer is either right (the body from before) or 503, never wrong;
+// /readyz stays 200 (Postgres answers) with redis degraded; once ingest
+// refilled Redis every route answers right again.
+func TestDrillRedisRestartedEmpty(t *testing.T) {
+	rs := testenv.StartRedis(t)
+	d := newDrill(t, testenv.Database(t), rs.URL, "")
+	d.sharedNATS()
+	d.migrate()
+	d.startIngest()
+	d.feed(300)
+	d.caughtUp(30 * time.Second)
+	_, secret := d.newKey()
+	api := d.startAPI()
+	waitReadyz(t, api.admin, 200, nil, 30*time.Second)
+	paths := readRoutes(t, api.http, secret)
+	want := snapshot(t, api.http, secret, paths)
+
+	stop := make(chan struct{})
+	ta := load(api.http, secret, paths, want, 2, stop, func(code int) bool { return code == http.StatusServiceUnavailable })
+	rs.Stop()
+	waitReadyz(t, api.admin, 200, func(b string) bool {
+		return strings.Contains(b, `"redis":`) && strings.Contains(b, `"status":"degraded"`)
+	}, 10*time.Second)
+	during := ta.total()
+	for ta.total() < during+200 {
+		time.Sleep(20 * time.Millisecond) // polling the load's progress
+	}
+	rs.Start()
+	// Every route answers 200 again, the right body checked by the load.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		all := true
+		for _, p := range paths {
+			if code, body, _ := get(http.DefaultClient, api.http, p, secret); code != 200 || body != want[p] {
+				all = false
+			}
+		}
+		if all {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not every route answers right 30 s after Redis came back")
+		}
+		time.Sleep(100 * time.Millisecond) // polling recovery
+	}
+	waitReadyz(t, api.admin, 200, func(b string) bool { return b == `{"status":"ready"}` }, 30*time.Second)
+	close(stop)
+	ta.wait()
+	if ta.wrong != nil || ta.errors > 0 {
+		t.Errorf("load while Redis went away and came back empty: %s; want 200 (right body) or 503 only", ta)
+	}
+	t.Logf("redis stopped and restarted empty: %s", ta)
+}
+
+// TestDrillNATSDown: NATS stops: reads go on (200, right bodies), the API
+// reports nats degraded (200), ingest not ready (503), the disconnect is
+// logged; NATS back: ingest consumes again and every price published after
+// is applied, none lost.
+func TestDrillNATSDown(t *testing.T) {
+	ns := testenv.StartNATS(t)
+	d := newDrill(t, testenv.Database(t), "", ns.URL)
+	d.sharedRedis()
+	d.migrate()
+	ing := d.startIngest()
+	d.feed(300)
+	d.caughtUp(30 * time.Second)
+	markets := drillMarkets(10)
+	if err := d.publishPrices(context.Background(), markets, 1, 5); err != nil {
+		t.Fatal(err)
+	}
+	d.caughtUp(30 * time.Second)
+	_, secret := d.newKey()
+	api := d.startAPI()
+	waitReadyz(t, api.admin, 200, nil, 30*time.Second)
+	paths := readRoutes(t, api.http, secret)
+	want := snapshot(t, api.http, secret, paths)
+
+	stop := make(chan struct{})
+	ta := load(api.http, secret, paths, want, 2, stop, func(int) bool { return false })
+	ns.Stop()
+	waitReadyz(t, api.admin, 200, func(b string) bool {
+		return strings.Contains(b, `"nats":`) && strings.Contains(b, `"status":"degraded"`)
+	}, 10*time.Second)
+	waitReadyz(t, ing.admin, 503, func(b string) bool { return strings.Contains(b, `"jetstream":`) }, 10*time.Second)
+	for n := ta.total(); ta.total() < n+300; {
+		time.Sleep(20 * time.Millisecond) // polling the load's progress
+	}
+	close(stop)
+	ta.wait()
+	if ta.wrong != nil || ta.errors > 0 || ta.codes[200] != ta.total() {
+		t.Errorf("load while NATS is down: %s; want only 200s with the bodies from before", ta)
+	}
+	if logs := d.log.String(); !strings.Contains(logs, `"msg":"nats disconnected; reconnecting"`) {
+		t.Error(`no "nats disconnected" log line after NATS stopped`)
+	}
+
+	ns.Start()
+	waitReadyz(t, ing.admin, 200, nil, 30*time.Second)
+	waitReadyz(t, api.admin, 200, func(b string) bool { return b == `{"status":"ready"}` }, 30*time.Second)
+	if !strings.Contains(d.log.String(), `"msg":"nats reconnected"`) {
+		t.Error(`no "nats reconnected" log line after NATS came back`)
+	}
+	if err := d.publishPrices(context.Background(), markets, 6, 20); err != nil {
+		t.Fatal(err)
+	}
+	d.caughtUp(30 * time.Second)
+	got := priceVersions(t, d.env["MD_DATABASE_URL"])
+	for _, m := range markets {
+		if got[m] != 20 {
+			t.Errorf("price of %s after NATS came back: version %d, want 20", m, got[m])
+		}
+	}
+}
+
+// TestDrillIngestKilled: an ingest process is SIGKILLed mid-feed and
+// started again: every published price is applied exactly (the stored
+// version of each market is the last one published).
+func TestDrillIngestKilled(t *testing.T) {
+	d := newDrill(t, testenv.Database(t), "", "")
+	d.sharedRedis()
+	d.sharedNATS()
+	d.migrate()
+	admin := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	p := d.startIngestProcess(admin)
+	waitReadyz(t, admin, 200, nil, 30*time.Second)
+
+	markets := drillMarkets(20)
+	const last = 150
+	published := make(chan error, 1)
+	go func() { published <- d.publishPrices(context.Background(), markets, 1, last) }()
+	// Kill once part of the feed is applied.
+	dsn := d.env["MD_DATABASE_URL"]
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var sum int64
+		for _, v := range priceVersions(t, dsn) {
+			sum += v
+		}
+		if sum >= 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("ingest applied nothing within 30 s")
+		}
+		time.Sleep(20 * time.Millisecond) // polling progress
+	}
+	p.kill()
+	partial := priceVersions(t, dsn)
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	admin2 := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	d.startIngestProcess(admin2)
+	waitReadyz(t, admin2, 200, nil, 30*time.Second)
+	d.caughtUp(60 * time.Second)
+	got := priceVersions(t, dsn)
+	for _, m := range markets {
+		if got[m] != last {
+			t.Errorf("%s: stored version %d, want %d (the last published)", m, got[m], last)
+		}
+	}
+	t.Logf("killed with %d markets partly applied; after restart all at version %d", len(partial), last)
+}
+
+// TestDrillStartWithDependencyDown: api and ingest start while one
+// dependency is down (each in turn), report it on /readyz, and become ready
+// by themselves when it answers, then serve. The API is not ready without
+// Postgres (schema not checked) or without Redis (search index not
+// loaded), and ready but degraded without NATS; ingest is not ready
+// without any of them.
+func TestDrillStartWithDependencyDown(t *testing.T) {
+	for _, dep := range []string{"postgres", "redis", "nats"} {
+		t.Run(dep, func(t *testing.T) {
+			var start, stop func()
+			var d *drill
+			switch dep {
+			case "postgres":
+				pg := testenv.StartPostgres(t)
+				d = newDrill(t, pg.URL("marketdata"), "", "")
+				d.sharedRedis()
+				d.sharedNATS()
+				d.migrate()
+				start, stop = pg.Start, pg.Stop
+			case "redis":
+				rs := testenv.StartRedis(t)
+				d = newDrill(t, testenv.Database(t), rs.URL, "")
+				d.sharedNATS()
+				d.migrate()
+				start, stop = rs.Start, rs.Stop
+			case "nats":
+				ns := testenv.StartNATS(t)
+				d = newDrill(t, testenv.Database(t), "", ns.URL)
+				d.sharedRedis()
+				d.migrate()
+				start, stop = ns.Start, ns.Stop
+			}
+			_, secret := d.newKey()
+			stop()
+
+			ing := d.startIngest()
+			api := d.startAPI()
+			waitReadyz(t, ing.admin, 503, nil, 10*time.Second)
+			if dep == "nats" {
+				waitReadyz(t, api.admin, 200, func(b string) bool { return strings.Contains(b, `"nats":`) }, 10*time.Second)
+			} else {
+				waitReadyz(t, api.admin, 503, nil, 10*time.Second)
+			}
+			start()
+			waitReadyz(t, ing.admin, 200, nil, 30*time.Second)
+			waitReadyz(t, api.admin, 200, func(b string) bool { return b == `{"status":"ready"}` }, 30*time.Second)
+			d.feed(200)
+			d.caughtUp(30 * time.Second)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				code, body, _ := get(http.DefaultClient, api.http, "/public/v1/events?limit=5", secret)
+				if code == 200 && strings.Contains(body, `"universal_id"`) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("/events after %s came up: %d %s, want 200 with events", dep, code, body)
+				}
+				time.Sleep(50 * time.Millisecond) // polling the data's arrival
+			}
+		})
 	}
 }
