@@ -418,3 +418,49 @@ func TestDrillStartWithDependencyDown(t *testing.T) {
 		})
 	}
 }
+
+// TestDrillOldSchemaOnceReachable: api and ingest started while Postgres is
+// down are not ready; when it answers with a schema that was never
+// migrated, both stop with the refusal naming `marketdata migrate`, as a
+// start on it always did (they never serve on an old schema).
+func TestDrillOldSchemaOnceReachable(t *testing.T) {
+	pg := testenv.StartPostgres(t)
+	d := newDrill(t, pg.URL("postgres"), "", "") // exists, never migrated
+	d.sharedRedis()
+	d.sharedNATS()
+	pg.Stop()
+	cfg := d.config()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	admins := make(chan string, 2)
+	apiDone, ingestDone := make(chan error, 1), make(chan error, 1)
+	go func() {
+		apiDone <- runAPI(ctx, cfg, d.ic.NoticeSubject, d.logger(), newRegistry(), func(_, a string) { admins <- a })
+	}()
+	go func() {
+		ingestDone <- runIngest(ctx, cfg, d.ic, d.logger(), newRegistry(), func(a string) { admins <- a })
+	}()
+	for range 2 {
+		select {
+		case a := <-admins:
+			waitReadyz(t, a, 503, func(b string) bool { return strings.Contains(b, `"schema":`) }, 10*time.Second)
+		case err := <-apiDone:
+			t.Fatalf("api exited while Postgres is down: %v", err)
+		case err := <-ingestDone:
+			t.Fatalf("ingest exited while Postgres is down: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("nodes not listening within 30 s")
+		}
+	}
+	pg.Start()
+	for name, done := range map[string]chan error{"api": apiDone, "ingest": ingestDone} {
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "run `marketdata migrate`") {
+				t.Errorf("%s once Postgres answered with an old schema: got %v, want the refusal naming migrate", name, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("%s still running 30 s after Postgres answered with an old schema", name)
+		}
+	}
+}
