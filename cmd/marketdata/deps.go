@@ -59,7 +59,10 @@ func natsOptions(name string, log *slog.Logger) []nats.Option {
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			log.Info("nats connected", "server", nc.ConnectedUrlRedacted())
 		}),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if nc.IsClosed() {
+				return // closing on purpose: ClosedHandler says so
+			}
 			if err != nil {
 				log.Warn("nats disconnected; reconnecting", "err", err)
 				return
