@@ -359,9 +359,9 @@ func TestDrillIngestKilled(t *testing.T) {
 // TestDrillStartWithDependencyDown: api and ingest start while one
 // dependency is down (each in turn), report it on /readyz, and become ready
 // by themselves when it answers, then serve. The API is not ready without
-// Postgres (schema not checked) or without Redis (search index not
-// loaded), and ready but degraded without NATS; ingest is not ready
-// without any of them.
+// Postgres (schema not checked), and ready but degraded without Redis
+// (search loads from Postgres, reads and limits fall back) or NATS; ingest
+// is not ready without any of them.
 func TestDrillStartWithDependencyDown(t *testing.T) {
 	for _, dep := range []string{"postgres", "redis", "nats"} {
 		t.Run(dep, func(t *testing.T) {
@@ -394,10 +394,10 @@ func TestDrillStartWithDependencyDown(t *testing.T) {
 			ing := d.startIngest()
 			api := d.startAPI()
 			waitReadyz(t, ing.admin, 503, nil, 10*time.Second)
-			if dep == "nats" {
-				waitReadyz(t, api.admin, 200, func(b string) bool { return strings.Contains(b, `"nats":`) }, 10*time.Second)
+			if dep == "postgres" {
+				waitReadyz(t, api.admin, 503, func(b string) bool { return strings.Contains(b, `"schema":`) }, 10*time.Second)
 			} else {
-				waitReadyz(t, api.admin, 503, nil, 10*time.Second)
+				waitReadyz(t, api.admin, 200, func(b string) bool { return strings.Contains(b, `"`+dep+`":`) && strings.Contains(b, `"degraded"`) }, 10*time.Second)
 			}
 			start()
 			waitReadyz(t, ing.admin, 200, nil, 30*time.Second)
