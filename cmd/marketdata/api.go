@@ -173,15 +173,19 @@ func apiChecks(srv *api.Server, schema *schemaGate, primary, replica *store.Stor
 		required("schema", schema.check),
 		required("search_index", func(context.Context) error { return srv.Ready() }),
 		required("data", func(ctx context.Context) error {
+			// Asked at once: a Redis that hangs must not leave Postgres
+			// no time to answer.
+			pg := make(chan error, 1)
+			go func() {
+				err := primary.Ping(ctx)
+				if err != nil && replica != nil && replica.Ping(ctx) == nil {
+					err = nil
+				}
+				pg <- err
+			}()
 			rerr := redisUp(ctx)
-			if rerr == nil {
-				return nil
-			}
-			perr := primary.Ping(ctx)
-			if perr == nil {
-				return nil
-			}
-			if replica != nil && replica.Ping(ctx) == nil {
+			perr := <-pg
+			if rerr == nil || perr == nil {
 				return nil
 			}
 			return fmt.Errorf("neither redis (%v) nor postgres (%v) answers", rerr, perr)
