@@ -206,6 +206,14 @@ func (e *env) start(t *testing.T, cfg nodeConfig) *node {
 			nc.Close()
 			t.Fatalf("Start: %v", err)
 		}
+		// Start loads in the background: wait until the node is ready.
+		for deadline := time.Now().Add(30 * time.Second); srv.Ready() != nil; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				cancel()
+				nc.Close()
+				t.Fatalf("node not ready 30 s after Start: %v", srv.Ready())
+			}
+		}
 	}
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go"
@@ -22,14 +23,20 @@ type listedSummaries struct {
 var _ summarySource = listedSummaries{}
 
 func (l listedSummaries) Summaries(ctx context.Context) (map[string][]byte, error) {
-	if out, ok, err := l.fromCache(ctx, func() (map[string][]byte, error) { return l.cache.Summaries(ctx) }); err != nil || ok {
-		return out, err
+	out, ok, rerr := l.fromCache(ctx, func() (map[string][]byte, error) { return l.cache.Summaries(ctx) })
+	if ok {
+		return out, nil
 	}
+	// Redis lacks the listing or does not answer: Postgres holds it all (a
+	// node started while Redis is down still loads its index).
 	events, err := l.fallback.ListedEvents(ctx, store.ListFilter{}, "", 0)
 	if err != nil {
+		if rerr != nil {
+			return nil, fmt.Errorf("redis: %w; postgres: %w", rerr, err)
+		}
 		return nil, err
 	}
-	out := make(map[string][]byte, len(events))
+	out = make(map[string][]byte, len(events))
 	for i := range events {
 		out[events[i].ID] = l.cache.Rules().RenderEvent(store.EventDoc{ID: events[i].ID, Event: &events[i]}).Summary
 	}

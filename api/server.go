@@ -38,6 +38,9 @@ type Config struct {
 	// KeyCacheTTL bounds how long a cached key or account record is used
 	// without a change notice (10s).
 	KeyCacheTTL time.Duration
+	// KeyStaleMax is how long a key record fetched from Postgres may be
+	// served while Postgres cannot be reached (MD_KEY_STALE_MAX); 0 = never.
+	KeyStaleMax time.Duration
 	// KeyNoticeSubject carries key and access changes ("md.keys.v1").
 	KeyNoticeSubject string
 	// PresenceSubject carries node heartbeats ("md.api.presence").
@@ -164,6 +167,12 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s.requests = f.NewCounterVec(prometheus.CounterOpts{
 		Name: "marketdata_http_requests_total", Help: "API answers by route and status.",
 	}, []string{"route", "status"})
+	s.keys.staleMax = cfg.KeyStaleMax
+	s.keys.log = d.Log
+	s.keys.servedStale = f.NewCounter(prometheus.CounterOpts{
+		Name: "marketdata_api_keys_served_stale_total",
+		Help: "Requests whose key was accepted from the node's memory because Postgres could not be reached (MD_KEY_STALE_MAX).",
+	})
 	s.latency = f.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "marketdata_http_request_seconds", Help: "API answer time by route.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
@@ -310,9 +319,9 @@ func (s *Server) routes() {
 // App exposes the Fiber app (tests use App().Test).
 func (s *Server) App() *fiber.App { return s.app }
 
-// Start loads what the node keeps in memory (the search index) and keeps it
-// fresh until ctx is done. Call it before Serve: the node is not ready
-// before the index is loaded.
+// Start loads what the node keeps in memory (the search index) in the
+// background, retrying until Redis or Postgres answers, and keeps it fresh
+// until ctx is done. The node is not Ready before the index is loaded.
 func (s *Server) Start(ctx context.Context) error {
 	if v, ok := s.keys.src.(credentialsVersioner); ok {
 		go s.watchCredentials(ctx, v)
@@ -320,11 +329,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.search == nil {
 		return nil
 	}
-	if err := s.search.Load(ctx); err != nil {
-		return err
-	}
-	go s.search.Run(ctx, s.cfg.SearchResync)
-	go s.search.RunUpdates(ctx)
+	go s.loadSearch(ctx)
 	return nil
 }
 

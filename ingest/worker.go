@@ -92,10 +92,7 @@ type inflight struct {
 // Run consumes until ctx is done. The batch in hand when ctx ends is finished
 // (written and acknowledged) before Run returns.
 func (w *Worker) Run(ctx context.Context) error {
-	if err := EnsureStreams(ctx, w.js, w.cfg); err != nil {
-		return err
-	}
-	cons, err := EnsureConsumer(ctx, w.js, w.cfg)
+	cons, err := w.setup(ctx)
 	if err != nil {
 		return err
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,10 +17,57 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// check is one readiness probe of a dependency.
+// check is one readiness probe of a dependency or of the node's own state.
+// A failing required check makes /readyz answer 503 (send no traffic); a
+// failing degradable one leaves it 200 with the failure reported under
+// "degraded" (the node still answers correctly, with less redundancy).
 type check struct {
-	name string
-	fn   func(context.Context) error
+	name       string
+	fn         func(context.Context) error
+	degradable bool
+}
+
+// required and degradable build checks.
+func required(name string, fn func(context.Context) error) check {
+	return check{name: name, fn: fn}
+}
+
+func degradable(name string, fn func(context.Context) error) check {
+	return check{name: name, fn: fn, degradable: true}
+}
+
+// readiness is one evaluation of the checks.
+type readiness struct {
+	failed, degraded map[string]string
+}
+
+// evaluate runs every check at once (a slow one does not delay the others)
+// and sets marketdata_dependency_up for each.
+func evaluate(ctx context.Context, checks []check, up *prometheus.GaugeVec) readiness {
+	errs := make([]error, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.fn(ctx)
+		}()
+	}
+	wg.Wait()
+	r := readiness{failed: map[string]string{}, degraded: map[string]string{}}
+	for i, c := range checks {
+		v := 1.0
+		if errs[i] != nil {
+			v = 0
+			if c.degradable {
+				r.degraded[c.name] = errs[i].Error()
+			} else {
+				r.failed[c.name] = errs[i].Error()
+			}
+		}
+		up.WithLabelValues(c.name).Set(v)
+	}
+	return r
 }
 
 // newRegistry returns a registry with the Go runtime and process collectors.
@@ -28,14 +77,26 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-// adminServer serves /healthz (alive), /readyz (dependencies answer) and
+// adminServer serves /healthz (alive), /readyz (the checks pass) and
 // /metrics on MD_ADMIN_ADDR.
 type adminServer struct {
-	srv *http.Server
-	ln  net.Listener
+	srv  *http.Server
+	ln   net.Listener
+	stop context.CancelFunc
 }
 
+// readyPoll is how often the checks run without a /readyz request, so that
+// marketdata_dependency_up stays current for dashboards and alerts.
+const readyPoll = 5 * time.Second
+
 func startAdmin(addr string, reg *prometheus.Registry, checks []check, log *slog.Logger) (*adminServer, error) {
+	up := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "marketdata_dependency_up",
+		Help: "1 while the readiness check of a dependency (or of the node's own state) passes, else 0.",
+	}, []string{"dependency"})
+	if err := reg.Register(up); err != nil {
+		return nil, fmt.Errorf("admin: register metrics: %w", err)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -44,19 +105,24 @@ func startAdmin(addr string, reg *prometheus.Registry, checks []check, log *slog
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		failed := map[string]string{}
-		for _, c := range checks {
-			if err := c.fn(ctx); err != nil {
-				failed[c.name] = err.Error()
-			}
-		}
+		res := evaluate(ctx, checks, up)
 		w.Header().Set("Content-Type", "application/json")
-		if len(failed) > 0 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			json.NewEncoder(w).Encode(map[string]any{"status": "unavailable", "failed": failed}) //nolint:errcheck
-			return
+		body := map[string]any{}
+		if len(res.degraded) > 0 {
+			body["degraded"] = res.degraded
 		}
-		w.Write([]byte(`{"status":"ready"}`)) //nolint:errcheck
+		switch {
+		case len(res.failed) > 0:
+			body["status"] = "unavailable"
+			body["failed"] = res.failed
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case len(res.degraded) > 0:
+			body["status"] = "degraded"
+		default:
+			body["status"] = "ready"
+		}
+		b, _ := json.Marshal(body) // maps of strings always encode
+		w.Write(b)                 //nolint:errcheck
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	// Profiles for operators; the admin address is not the public one.
@@ -67,7 +133,22 @@ func startAdmin(addr string, reg *prometheus.Registry, checks []check, log *slog
 	if err != nil {
 		return nil, &configError{"MD_ADMIN_ADDR", "cannot listen: " + err.Error()}
 	}
-	a := &adminServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	pctx, stop := context.WithCancel(context.Background())
+	a := &adminServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, stop: stop}
+	go func() {
+		t := time.NewTicker(readyPoll)
+		defer t.Stop()
+		for {
+			ctx, cancel := context.WithTimeout(pctx, 2*time.Second)
+			evaluate(ctx, checks, up)
+			cancel()
+			select {
+			case <-pctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
 	go func() {
 		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("admin server", "err", err)
@@ -81,4 +162,7 @@ func startAdmin(addr string, reg *prometheus.Registry, checks []check, log *slog
 func (a *adminServer) Addr() string { return a.ln.Addr().String() }
 
 // Close stops the admin server.
-func (a *adminServer) Close(ctx context.Context) error { return a.srv.Shutdown(ctx) }
+func (a *adminServer) Close(ctx context.Context) error {
+	a.stop()
+	return a.srv.Shutdown(ctx)
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,15 +20,21 @@ func TestAdminEndpoints(t *testing.T) {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "marketdata_test_total", Help: "test"})
 	reg.MustRegister(c)
 	c.Add(3)
-	var redisDown bool
+	var redisDown, natsDown atomic.Bool
 	admin, err := startAdmin("127.0.0.1:0", reg, []check{
-		{"postgres", func(context.Context) error { return nil }},
-		{"redis", func(context.Context) error {
-			if redisDown {
+		required("postgres", func(context.Context) error { return nil }),
+		required("redis", func(context.Context) error {
+			if redisDown.Load() {
 				return errors.New("dial tcp 127.0.0.1:6379: connection refused")
 			}
 			return nil
-		}},
+		}),
+		degradable("nats", func(context.Context) error {
+			if natsDown.Load() {
+				return errors.New("nats connection is RECONNECTING")
+			}
+			return nil
+		}),
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -49,11 +56,29 @@ func TestAdminEndpoints(t *testing.T) {
 	if code, body := get("/readyz"); code != 200 || body != `{"status":"ready"}` {
 		t.Errorf("/readyz with everything up: %d %s", code, body)
 	}
-	redisDown = true
-	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, `"redis":"dial tcp`) || strings.Contains(body, "postgres") {
-		t.Errorf("/readyz with redis down: %d %s, want 503 naming redis only", code, body)
+	natsDown.Store(true)
+	if code, body := get("/readyz"); code != 200 || body != `{"degraded":{"nats":"nats connection is RECONNECTING"},"status":"degraded"}` {
+		t.Errorf("/readyz with a degradable check failing: %d %s, want 200 degraded naming nats", code, body)
+	}
+	redisDown.Store(true)
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, `"failed":{"redis":"dial tcp`) || strings.Contains(body, "postgres") || !strings.Contains(body, `"degraded":{"nats"`) {
+		t.Errorf("/readyz with redis down: %d %s, want 503 naming redis failed and nats degraded", code, body)
+	}
+	if _, body := get("/metrics"); !strings.Contains(body, `marketdata_dependency_up{dependency="redis"} 0`) || !strings.Contains(body, `marketdata_dependency_up{dependency="postgres"} 1`) {
+		t.Errorf("/metrics: marketdata_dependency_up missing or wrong in %s", grepLines(body, "marketdata_dependency_up"))
 	}
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "marketdata_test_total 3") || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("/metrics: %d, missing series in %.300s", code, body)
 	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.Lines(s) {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
 }

@@ -5,16 +5,22 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/marketdata/marketdata/api"
 	"github.com/marketdata/marketdata/ratelimit"
+	"github.com/marketdata/marketdata/store"
 )
 
 func (c *cli) apiCmd() *cobra.Command {
@@ -41,24 +47,43 @@ func (c *cli) apiCmd() *cobra.Command {
 
 // runAPI runs one API node with its admin server until ctx is done, then
 // drains in-flight requests. ready, when not nil, gets the bound addresses.
+//
+// The node starts while any dependency is down: it listens at once and
+// reports not ready on /readyz until it can answer correctly (schema
+// checked, search index loaded, Redis or Postgres answering); see
+// apiChecks for what degrades it without draining it.
 func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Logger, reg *prometheus.Registry, ready func(httpAddr, adminAddr string)) error {
-	st, closeStore, err := openStore(ctx, "MD_DATABASE_READ_URL", cfg.DatabaseReadURL)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	primary, closePrimary, err := openPool("MD_DATABASE_URL", cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer closePrimary()
 	// Keys are read from the primary: a lagging replica could hand back a
 	// key just revoked, and caching it would outlast the contract's 1 s.
-	keys := st
+	// Data reads go to the replica, and to the primary while it is down.
+	var fallback api.Fallback = primary
+	stores := []*store.Store{primary}
+	var replica *store.Store
 	if cfg.DatabaseReadURL != cfg.DatabaseURL {
-		primary, closePrimary, err := openStore(ctx, "MD_DATABASE_URL", cfg.DatabaseURL)
+		var closeReplica func()
+		replica, closeReplica, err = openPool("MD_DATABASE_READ_URL", cfg.DatabaseReadURL)
 		if err != nil {
 			return err
 		}
-		defer closePrimary()
-		keys = primary
+		defer closeReplica()
+		fallback = replicaReads(replica, primary, reg, log)
+		stores = append(stores, replica)
 	}
-	rdb, nc, err := connectCaches(ctx, cfg, "marketdata api", log)
+	fatal := make(chan error, 1)
+	schema := watchSchema(ctx, stores, log, fatal)
+	select {
+	case err := <-fatal:
+		return err
+	default:
+	}
+	rdb, nc, err := openCaches(cfg, "marketdata api", log)
 	if err != nil {
 		return err
 	}
@@ -84,9 +109,9 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	srv, err := api.New(api.Config{
 		DocsOrigin: cfg.DocsOrigin, AppOrigins: cfg.AppOrigins, TrustedProxies: cfg.TrustedProxies,
 		KeyPepper: cfg.KeyPepper, CursorSecret: cfg.CursorSecret, KeyNoticeSubject: KeyNoticeSubject,
-		NoticeSubject: noticeSubject, MaxConns: cfg.MaxConns,
+		NoticeSubject: noticeSubject, MaxConns: cfg.MaxConns, KeyStaleMax: cfg.KeyStaleMax,
 	}, api.Deps{
-		Credentials: keys, Cache: newCache(rdb, cfg), Fallback: st,
+		Credentials: primary, Cache: newCache(rdb, cfg), Fallback: fallback,
 		Limiter: limiter, NC: nc, Log: log, Registry: reg,
 	})
 	if err != nil {
@@ -100,7 +125,7 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	if err != nil {
 		return &configError{"MD_HTTP_ADDR", "cannot listen: " + err.Error()}
 	}
-	admin, err := startAdmin(cfg.AdminAddr, reg, readiness(st, rdb, nc), log)
+	admin, err := startAdmin(cfg.AdminAddr, reg, apiChecks(srv, schema, primary, replica, rdb, nc), log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -112,18 +137,88 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 		ready(ln.Addr().String(), admin.Addr())
 	}
 
+	var runErr error
 	select {
 	case <-ctx.Done():
+	case runErr = <-fatal:
 	case err := <-served:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 	}
 	// Stop accepting, drain in-flight requests, then the admin server.
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
 	err = srv.Shutdown(sctx)
 	admin.Close(sctx) //nolint:errcheck
 	log.Info("api stopped")
+	if runErr != nil {
+		return runErr
+	}
 	return err
+}
+
+// apiChecks is the API node's /readyz. "An API node is ready while it can
+// answer correctly": the node's own state is required (schema checked,
+// search index loaded), and so is being able to read data at all (Redis or
+// Postgres). Each dependency alone is degradable: every node shares it, and
+// draining every node at once for it would turn a partial outage into a
+// total one while the nodes still answer correctly — Redis down: reads from
+// Postgres, limits by the node's share; the primary down: keys from memory
+// (MD_KEY_STALE_MAX), reads from Redis and the replica; the replica down:
+// reads from the primary; NATS down: the safety nets (key poll, 2 s price
+// bound, search resync) replace the notices.
+func apiChecks(srv *api.Server, schema *schemaGate, primary, replica *store.Store, rdb redis.UniversalClient, nc *nats.Conn) []check {
+	redisUp := redisCheck(rdb)
+	checks := []check{
+		required("schema", schema.check),
+		required("search_index", func(context.Context) error { return srv.Ready() }),
+		required("data", func(ctx context.Context) error {
+			// Asked at once: a Redis that hangs must not leave Postgres
+			// no time to answer.
+			pg := make(chan error, 1)
+			go func() {
+				err := primary.Ping(ctx)
+				if err != nil && replica != nil && replica.Ping(ctx) == nil {
+					err = nil
+				}
+				pg <- err
+			}()
+			rerr := redisUp(ctx)
+			perr := <-pg
+			if rerr == nil || perr == nil {
+				return nil
+			}
+			return fmt.Errorf("neither redis (%v) nor postgres (%v) answers", rerr, perr)
+		}),
+		degradable("redis", redisUp),
+		degradable("postgres", primary.Ping),
+		degradable("nats", natsCheck(nc)),
+	}
+	if replica != nil {
+		checks = append(checks, degradable("postgres_replica", replica.Ping))
+	}
+	return checks
+}
+
+// replicaReads sends data reads to the replica and to the primary while
+// the replica cannot be reached, counting those reads and logging the
+// switch at most every 30 s.
+func replicaReads(replica, primary *store.Store, reg prometheus.Registerer, log *slog.Logger) *store.ReplicaReads {
+	fell := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "marketdata_api_replica_fallback_reads_total",
+		Help: "Data reads the primary answered because the read replica could not be reached.",
+	})
+	reg.MustRegister(fell)
+	var lastLog atomic.Int64
+	return &store.ReplicaReads{
+		Replica: replica, Primary: primary,
+		OnFallback: func(err error) {
+			fell.Inc()
+			now := time.Now().UnixNano()
+			if last := lastLog.Load(); err != nil && now-last >= int64(30*time.Second) && lastLog.CompareAndSwap(last, now) {
+				log.Warn("read replica unreachable; reading from the primary", "err", err)
+			}
+		},
+	}
 }

@@ -15,13 +15,40 @@ import (
 	"github.com/marketdata/marketdata/store"
 )
 
-// connectNATS connects with endless reconnects; the client's asynchronous
-// errors (a slow consumer, a permission refused) go to log.
+// connectNATS connects with endless reconnects for a command that needs
+// NATS now (it fails when NATS does not answer); see natsOptions.
 func connectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
-	nc, err := nats.Connect(url,
+	nc, err := nats.Connect(url, natsOptions(name, log)...)
+	if err != nil {
+		return nil, &configError{"MD_NATS_URL", "cannot connect: " + err.Error()}
+	}
+	return nc, nil
+}
+
+// openNATS is connectNATS for a long-running process: when NATS does not
+// answer at start, the connection keeps trying in the background (what is
+// subscribed meanwhile is subscribed once it connects), so the process
+// starts unready instead of exiting.
+func openNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
+	nc, err := nats.Connect(url, append(natsOptions(name, log), nats.RetryOnFailedConnect(true))...)
+	if err != nil {
+		return nil, &configError{"MD_NATS_URL", "cannot connect: " + err.Error()}
+	}
+	if !nc.IsConnected() {
+		log.Warn("nats does not answer yet; connecting in the background")
+	}
+	return nc, nil
+}
+
+// natsOptions: endless reconnects; the client's asynchronous errors (a slow
+// consumer, a permission refused) and every disconnect, reconnect and close
+// go to log, once per event. The API chains its own reconnect and error
+// handlers after these.
+func natsOptions(name string, log *slog.Logger) []nats.Option {
+	return []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond),
+		nats.ReconnectWait(500 * time.Millisecond),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if sub != nil {
 				log.Warn("nats error", "subject", sub.Subject, "err", err)
@@ -29,15 +56,32 @@ func connectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
 			}
 			log.Warn("nats error", "err", err)
 		}),
-	)
-	if err != nil {
-		return nil, &configError{"MD_NATS_URL", "cannot connect: " + err.Error()}
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			log.Info("nats connected", "server", nc.ConnectedUrlRedacted())
+		}),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if nc.IsClosed() {
+				return // closing on purpose: ClosedHandler says so
+			}
+			if err != nil {
+				log.Warn("nats disconnected; reconnecting", "err", err)
+				return
+			}
+			log.Warn("nats disconnected; reconnecting")
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted())
+		}),
+		nats.ClosedHandler(func(*nats.Conn) {
+			log.Info("nats connection closed")
+		}),
 	}
-	return nc, nil
 }
 
 // openStore connects to the database of dsn (named by its variable, name,
 // in errors) and checks that its schema is this binary's. close releases it.
+// It is for commands that need the database now; long-running processes
+// use openPool and watchSchema.
 func openStore(ctx context.Context, name, dsn string) (st *store.Store, close func(), err error) {
 	pool, err := store.Connect(ctx, dsn)
 	if err != nil {
@@ -49,6 +93,15 @@ func openStore(ctx context.Context, name, dsn string) (st *store.Store, close fu
 		return nil, nil, err
 	}
 	return st, pool.Close, nil
+}
+
+// openPool opens a store on dsn without dialling (see store.Open).
+func openPool(name, dsn string) (*store.Store, func(), error) {
+	pool, err := store.Open(dsn)
+	if err != nil {
+		return nil, nil, &configError{name, err.Error()}
+	}
+	return store.New(pool), pool.Close, nil
 }
 
 func connectRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
@@ -101,14 +154,14 @@ func validateIngest(ic *ingest.Config) error {
 	return nil
 }
 
-// connectCaches opens Redis and NATS for a long-running process; close both
-// when done (also on error: what was opened is returned).
-func connectCaches(ctx context.Context, cfg *Config, name string, log *slog.Logger) (redis.UniversalClient, *nats.Conn, error) {
-	rdb, err := connectRedis(ctx, cfg.RedisURL)
+// openCaches opens Redis and NATS for a long-running process without
+// waiting for either to answer; close both when done.
+func openCaches(cfg *Config, name string, log *slog.Logger) (redis.UniversalClient, *nats.Conn, error) {
+	rdb, err := cache.Open(cfg.RedisURL)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, &configError{"MD_REDIS_URL", err.Error()}
 	}
-	nc, err := connectNATS(cfg.NATSURL, name, log)
+	nc, err := openNATS(cfg.NATSURL, name, log)
 	if err != nil {
 		rdb.Close()
 		return nil, nil, err
@@ -116,11 +169,13 @@ func connectCaches(ctx context.Context, cfg *Config, name string, log *slog.Logg
 	return rdb, nc, nil
 }
 
-// readiness is what /readyz checks: every dependency answers.
-func readiness(st *store.Store, rdb redis.UniversalClient, nc *nats.Conn) []check {
-	return []check{
-		{"postgres", st.Ping},
-		{"redis", func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
-		{"nats", func(context.Context) error { return natsStatus(nc) }},
-	}
+// redisCheck is the readiness probe of Redis. (On Redis Cluster the
+// cluster branch's shard health should replace the plain PING here: a shard
+// the node routes around is degraded, not down.)
+func redisCheck(rdb redis.UniversalClient) func(context.Context) error {
+	return func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
+}
+
+func natsCheck(nc *nats.Conn) func(context.Context) error {
+	return func(context.Context) error { return natsStatus(nc) }
 }

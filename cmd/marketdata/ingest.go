@@ -39,14 +39,28 @@ func (c *cli) ingestCmd() *cobra.Command {
 }
 
 // runIngest runs one ingest worker with its admin server until ctx is done.
-// ready, when not nil, is called once the worker is about to consume.
+// ready, when not nil, is called once the admin server listens.
+//
+// The worker starts while any dependency is down and reports not ready on
+// /readyz until each answers: it consumes once the schema is checked (see
+// watchSchema) and its stream and consumer are set up (ingest retries that
+// while NATS is down).
 func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Logger, reg *prometheus.Registry, ready func(admin string)) error {
-	st, closeStore, err := openStore(ctx, "MD_DATABASE_URL", cfg.DatabaseURL)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, closeStore, err := openPool("MD_DATABASE_URL", cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	rdb, nc, err := connectCaches(ctx, cfg, "marketdata ingest", log)
+	fatal := make(chan error, 1)
+	schema := watchSchema(ctx, []*store.Store{st}, log, fatal)
+	select {
+	case err := <-fatal:
+		return err
+	default:
+	}
+	rdb, nc, err := openCaches(cfg, "marketdata ingest", log)
 	if err != nil {
 		return err
 	}
@@ -61,7 +75,15 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 	if err != nil {
 		return err
 	}
-	admin, err := startAdmin(cfg.AdminAddr, reg, readiness(st, rdb, nc), log)
+	// Ingest is ready only while it can do its work: every dependency is
+	// required (an ingest worker draining is harmless: the others, or it
+	// later, take the messages; nothing is lost while JetStream keeps them).
+	admin, err := startAdmin(cfg.AdminAddr, reg, []check{
+		required("schema", schema.check),
+		required("postgres", st.Ping),
+		required("redis", redisCheck(rdb)),
+		required("jetstream", w.Check),
+	}, log)
 	if err != nil {
 		return err
 	}
@@ -70,32 +92,81 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 		defer cancel()
 		admin.Close(sctx) //nolint:errcheck
 	}()
-	go keepComplete(ctx, cch, st, func() error { return ingest.PublishFlush(nc, ic.NoticeSubject) }, log)
 	if ready != nil {
 		ready(admin.Addr())
 	}
-	err = w.Run(ctx)
+	// Nothing is written before the schema is known to be this binary's.
+	if err := waitSchema(ctx, schema, fatal); err != nil {
+		if ctx.Err() != nil {
+			log.Info("ingest stopped")
+			return nil
+		}
+		return err
+	}
+	go keepComplete(ctx, cch, st, func() error { return ingest.PublishFlush(nc, ic.NoticeSubject) }, log)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+	select {
+	case err = <-ran:
+	case err = <-fatal:
+		cancel()
+		<-ran
+	}
 	log.Info("ingest stopped")
 	return err
 }
 
+// waitSchema returns nil once the schema gate passed, the refusal when the
+// schema is not this binary's, or ctx's error.
+func waitSchema(ctx context.Context, g *schemaGate, fatal <-chan error) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for !g.ok.Load() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-fatal:
+			return err
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
 // keepComplete rebuilds the cache whenever Redis does not hold the whole
 // listing (the first start, or Redis lost its data): at start, then every
-// minute. One worker does it at a time (a lock in Redis). After a rebuild,
+// minute (every 1 s to 5 s after a failed check). One worker does it at a time (a lock in Redis). After a rebuild,
 // flush tells API nodes to drop what they hold from the cache.
 func keepComplete(ctx context.Context, c *cache.Cache, st *store.Store, flush func() error, log *slog.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
+	const firstRetry = time.Second
+	retry := firstRetry
+	var lastLog time.Time
 	for {
 		rebuilt, stats, err := c.EnsureComplete(ctx, st)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			log.Warn("cache completeness check", "err", err)
-		case rebuilt:
-			log.Info("cache rebuilt: Redis did not hold the whole listing", "events", stats.Events,
-				"markets", stats.Markets, "trade_lists", stats.TradeLists, "pruned", stats.Pruned)
-			if err := flush(); err != nil {
-				log.Warn("flush notice not sent; API nodes drop what they hold within 2 s", "err", err)
+			if time.Since(lastLog) >= time.Minute {
+				log.Warn("cache completeness check failed; retrying", "err", err)
+				lastLog = time.Now()
+			}
+			// Redis or Postgres is down: try again within seconds rather
+			// than a minute, so a Redis that comes back empty is refilled
+			// soon.
+			t.Reset(retry)
+			retry = min(2*retry, 5*time.Second)
+		case err == nil:
+			if retry != firstRetry {
+				t.Reset(time.Minute)
+				retry, lastLog = firstRetry, time.Time{}
+			}
+			if rebuilt {
+				log.Info("cache rebuilt: Redis did not hold the whole listing", "events", stats.Events,
+					"markets", stats.Markets, "trade_lists", stats.TradeLists, "pruned", stats.Pruned)
+				if err := flush(); err != nil {
+					log.Warn("flush notice not sent; API nodes drop what they hold within 2 s", "err", err)
+				}
 			}
 		}
 		select {

@@ -1,0 +1,331 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Private service instances, for tests that stop, kill, restart or flush a
+// service: each is the test's own process on a free loopback port, with its
+// data in a temporary directory, stopped and removed when the test ends.
+// A missing binary skips the test (fails it in CI, see Unavailable).
+
+// FreePort returns a loopback TCP port nobody listened on a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// lookBin finds a binary in PATH or in one of dirs.
+func lookBin(t testing.TB, name string, dirs ...string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	Unavailable(t, name, fmt.Errorf("binary %s not found in PATH or %v", name, dirs))
+	return ""
+}
+
+// waitTCP waits until addr accepts connections.
+func waitTCP(addr string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s does not accept connections after %s: %w", addr, within, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a port, not standing in for an event
+	}
+}
+
+// waitClosed waits until addr refuses connections.
+func waitClosed(addr string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return nil
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s still accepts connections after %s", addr, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// child is a server process the test started and owns.
+type child struct {
+	t    testing.TB
+	name string
+	bin  string
+	args []string
+	addr string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	out  *bytes.Buffer
+}
+
+func (c *child) start() {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd != nil {
+		c.t.Fatalf("%s: already running", c.name)
+	}
+	cmd := exec.Command(c.bin, c.args...)
+	c.out = &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = c.out, c.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("%s: start: %v", c.name, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }() //nolint:errcheck // the exit is expected
+	c.cmd, c.done = cmd, done
+	if err := waitTCP(c.addr, 20*time.Second); err != nil {
+		c.t.Fatalf("%s: %v; output:\n%s", c.name, err, c.out.String())
+	}
+}
+
+// signal sends sig and waits for the process to exit.
+func (c *child) signal(sig syscall.Signal) {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd == nil {
+		return
+	}
+	c.cmd.Process.Signal(sig) //nolint:errcheck // it may have exited
+	select {
+	case <-c.done:
+	case <-time.After(20 * time.Second):
+		c.cmd.Process.Kill() //nolint:errcheck
+		<-c.done
+	}
+	c.cmd = nil
+}
+
+// RedisServer is a private redis-server without persistence: Start after
+// Stop or Kill brings it back empty.
+type RedisServer struct {
+	c *child
+	// Addr is host:port; URL is its redis:// URL.
+	Addr, URL string
+}
+
+// StartRedis starts a private redis-server on a free port.
+func StartRedis(t testing.TB) *RedisServer {
+	t.Helper()
+	bin := lookBin(t, "redis-server", "/usr/bin", "/usr/local/bin")
+	port := FreePort(t)
+	dir := t.TempDir()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	r := &RedisServer{Addr: addr, URL: "redis://" + addr + "/0", c: &child{
+		t: t, name: "redis-server", bin: bin, addr: addr,
+		args: []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--protected-mode", "no"},
+	}}
+	r.c.start()
+	t.Cleanup(func() { r.c.signal(syscall.SIGKILL) })
+	return r
+}
+
+// Start starts the server again (empty) on the same port.
+func (r *RedisServer) Start() { r.c.t.Helper(); r.c.start() }
+
+// Stop shuts the server down (SIGTERM) and waits for it.
+func (r *RedisServer) Stop() {
+	r.c.t.Helper()
+	r.c.signal(syscall.SIGTERM)
+	if err := waitClosed(r.Addr, 10*time.Second); err != nil {
+		r.c.t.Fatal(err)
+	}
+}
+
+// Kill kills the server (SIGKILL) and waits for it.
+func (r *RedisServer) Kill() { r.c.t.Helper(); r.c.signal(syscall.SIGKILL) }
+
+// NATSServer is a private nats-server with JetStream; its store directory
+// survives Stop and Start.
+type NATSServer struct {
+	c *child
+	// URL is its nats:// URL.
+	URL  string
+	Addr string
+}
+
+// StartNATS starts a private nats-server -js on a free port.
+func StartNATS(t testing.TB) *NATSServer {
+	t.Helper()
+	bin := lookBin(t, "nats-server", "/usr/sbin", "/usr/local/bin", "/usr/bin")
+	port := FreePort(t)
+	dir := t.TempDir()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	n := &NATSServer{Addr: addr, URL: "nats://" + addr, c: &child{
+		t: t, name: "nats-server", bin: bin, addr: addr,
+		args: []string{"-js", "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-sd", dir},
+	}}
+	n.c.start()
+	t.Cleanup(func() { n.c.signal(syscall.SIGKILL) })
+	return n
+}
+
+// Start starts the server again on the same port and store directory.
+func (n *NATSServer) Start() { n.c.t.Helper(); n.c.start() }
+
+// Stop shuts the server down (SIGTERM) and waits for it.
+func (n *NATSServer) Stop() {
+	n.c.t.Helper()
+	n.c.signal(syscall.SIGTERM)
+	if err := waitClosed(n.Addr, 10*time.Second); err != nil {
+		n.c.t.Fatal(err)
+	}
+}
+
+// Kill kills the server (SIGKILL) and waits for it.
+func (n *NATSServer) Kill() { n.c.t.Helper(); n.c.signal(syscall.SIGKILL) }
+
+// PostgresServer is a private PostgreSQL cluster (initdb into a temporary
+// directory, trust authentication, fsync off) run with pg_ctl. As root, its
+// programs run as the postgres user (they refuse root).
+type PostgresServer struct {
+	t    testing.TB
+	bin  string
+	dir  string
+	port int
+	// Addr is host:port.
+	Addr string
+}
+
+// pgBinDirs are where Debian and the PostgreSQL packages put the programs.
+func pgBinDirs() []string {
+	if d := os.Getenv("MD_TEST_PG_BIN"); d != "" {
+		return []string{d}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	return append(dirs, "/usr/local/pgsql/bin")
+}
+
+// StartPostgres initialises and starts a private PostgreSQL on a free port.
+func StartPostgres(t testing.TB) *PostgresServer {
+	t.Helper()
+	bin := filepath.Dir(lookBin(t, "pg_ctl", pgBinDirs()...))
+	if _, err := os.Stat(filepath.Join(bin, "initdb")); err != nil {
+		Unavailable(t, "initdb", err)
+	}
+	root, err := os.MkdirTemp("", "md-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	dir := filepath.Join(root, "data")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := &PostgresServer{t: t, bin: bin, dir: dir}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			Unavailable(t, "PostgreSQL (user postgres)", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chmod(root, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := p.run("initdb", "-D", dir, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	p.port = FreePort(t)
+	p.Addr = "127.0.0.1:" + strconv.Itoa(p.port)
+	p.Start()
+	t.Cleanup(func() {
+		p.run("pg_ctl", "-D", p.dir, "-m", "immediate", "-w", "stop") //nolint:errcheck // it may be stopped
+	})
+	return p
+}
+
+// run runs one of the PostgreSQL programs, as postgres when we are root.
+func (p *PostgresServer) run(prog string, args ...string) (string, error) {
+	name := filepath.Join(p.bin, prog)
+	if os.Geteuid() == 0 {
+		name, args = "runuser", append([]string{"-u", "postgres", "--", name}, args...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	return string(out), err
+}
+
+// URL is the connection URL of database db on the server.
+func (p *PostgresServer) URL(db string) string {
+	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable&connect_timeout=5", p.Addr, db)
+}
+
+// Start starts the server (on its port) and waits until it accepts
+// connections.
+func (p *PostgresServer) Start() {
+	p.t.Helper()
+	opts := strings.Join([]string{
+		"-p", strconv.Itoa(p.port), "-k", p.dir, "-c", "listen_addresses=127.0.0.1",
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+		"-c", "shared_buffers=16MB", "-c", "max_connections=60",
+	}, " ")
+	if out, err := p.run("pg_ctl", "-D", p.dir, "-o", opts, "-l", filepath.Join(p.dir, "log"), "-w", "-t", "30", "start"); err != nil {
+		log, _ := os.ReadFile(filepath.Join(p.dir, "log"))
+		p.t.Fatalf("pg_ctl start: %v\n%s\n%s", err, out, log)
+	}
+	if err := waitTCP(p.Addr, 20*time.Second); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// Stop shuts the server down (fast: clients are disconnected) and waits.
+func (p *PostgresServer) Stop() {
+	p.t.Helper()
+	if out, err := p.run("pg_ctl", "-D", p.dir, "-m", "fast", "-w", "-t", "30", "stop"); err != nil {
+		p.t.Fatalf("pg_ctl stop: %v\n%s", err, out)
+	}
+}
+
+// Kill stops the server immediately (no shutdown checkpoint, like a crash).
+func (p *PostgresServer) Kill() {
+	p.t.Helper()
+	if out, err := p.run("pg_ctl", "-D", p.dir, "-m", "immediate", "-w", "-t", "30", "stop"); err != nil {
+		p.t.Fatalf("pg_ctl stop -m immediate: %v\n%s", err, out)
+	}
+}
