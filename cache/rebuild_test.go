@@ -41,8 +41,8 @@ func dump(t *testing.T, rdb redis.UniversalClient, prefix string) map[string]str
 	ctx := context.Background()
 	out := map[string]string{}
 	for _, key := range scanKeys(t, rdb, prefix+"*") {
-		if strings.HasSuffix(key, "{i}:ok") {
-			continue // the rebuild's completion marker, not a document
+		if strings.HasSuffix(key, "{i}:ok") || strings.Contains(key, "{i}:cursor:") || strings.Contains(key, "{i}:lock:") {
+			continue // the rebuild's completion marker, workers' bookkeeping: not documents
 		}
 		typ, err := rdb.Type(ctx, key).Result()
 		if err != nil {

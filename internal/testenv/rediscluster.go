@@ -89,7 +89,14 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
 	if err := c.WaitHealthy(ctx); err != nil {
-		t.Fatalf("redis cluster: %v", err)
+		var views []string
+		for _, n := range c.nodes {
+			rdb := redis.NewClient(&redis.Options{Addr: n.Addr, DialTimeout: time.Second, MaxRetries: -1})
+			out, err := rdb.ClusterNodes(context.Background()).Result()
+			rdb.Close()
+			views = append(views, fmt.Sprintf("%s (alive %v): %v\n%s", n.Addr, n.Alive(), err, out))
+		}
+		t.Fatalf("redis cluster: %v\n%s", err, strings.Join(views, "\n"))
 	}
 	return c
 }
