@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -185,6 +186,9 @@ func (a *AntiEntropy) Pass(ctx context.Context) (PassStats, error) {
 	after := ""
 	for {
 		st, next, done, err := a.locked(ctx, after)
+		if errors.Is(err, errIncomplete) {
+			return total, nil
+		}
 		if err != nil {
 			return total, err
 		}
@@ -217,6 +221,9 @@ func (a *AntiEntropy) Step(ctx context.Context) (PassStats, error) {
 		a.started.Store(time.Now().UnixNano())
 	}
 	st, next, done, err := a.locked(ctx, after)
+	if errors.Is(err, errIncomplete) {
+		return st, nil
+	}
 	if err != nil || (!done && next == after) {
 		return st, err
 	}
@@ -236,6 +243,10 @@ func (a *AntiEntropy) passDone(started time.Time) {
 	}
 }
 
+// errIncomplete means Redis lost everything (it does not hold the whole
+// listing): the rebuild (EnsureComplete) repairs that, not this pass.
+var errIncomplete = errors.New("ingest: anti-entropy: redis does not hold the whole listing")
+
 // locked compares one page after the given document name under the lock.
 // It returns where the next page starts and whether the walk is done; next
 // equals after when the lock was busy (nothing was done).
@@ -245,8 +256,7 @@ func (a *AntiEntropy) locked(ctx context.Context, after string) (st PassStats, n
 		return st, after, false, err
 	}
 	if !complete {
-		// Redis lost everything: the rebuild (EnsureComplete) repairs it.
-		return st, "", true, nil
+		return st, after, false, errIncomplete
 	}
 	release, ok, err := a.cache.TryLock(ctx, lockName, a.token, lockTTL)
 	if err != nil || !ok {
@@ -405,4 +415,26 @@ func (a *AntiEntropy) notify(n Notice) {
 	if err := a.nc.Publish(a.cfg.NoticeSubject, data); err != nil {
 		a.log.Warn("anti-entropy change notice not published", "err", err)
 	}
+}
+
+// WatchWrites returns c with its writes watched: the first write that
+// succeeds after one failed triggers a full pass, since Redis may have lost
+// acknowledged writes meanwhile (a failover, a restart). Hand it to the
+// worker in place of c.
+func (a *AntiEntropy) WatchWrites(c Cache) Cache { return &watchedCache{Cache: c, ae: a} }
+
+type watchedCache struct {
+	Cache
+	ae     *AntiEntropy
+	failed atomic.Bool
+}
+
+func (w *watchedCache) Apply(ctx context.Context, res *store.Result) error {
+	err := w.Cache.Apply(ctx, res)
+	if err != nil {
+		w.failed.Store(true)
+	} else if w.failed.CompareAndSwap(true, false) {
+		w.ae.Trigger()
+	}
+	return err
 }

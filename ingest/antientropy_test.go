@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,16 +70,6 @@ func rebuiltDump(t *testing.T, st *store.Store, rules cache.Rules) map[string]st
 	return dump(t, rdb, prefix)
 }
 
-// withoutBookkeeping drops the workers' lock and cursor keys from a dump.
-func withoutBookkeeping(d map[string]string) map[string]string {
-	for k := range d {
-		if strings.HasPrefix(k, "{i}:cursor:") || strings.HasPrefix(k, "{i}:lock:") {
-			delete(d, k)
-		}
-	}
-	return d
-}
-
 func newAntiEntropy(t *testing.T, st *store.Store, c *cache.Cache, nc *nats.Conn, subject string, reg prometheus.Registerer, page int) (*ingest.AntiEntropy, *ingest.AntiEntropyMetrics) {
 	m := ingest.NewAntiEntropyMetrics(reg)
 	return ingest.NewAntiEntropy(ingest.AntiEntropyConfig{Page: page, Interval: 50 * time.Millisecond, NoticeSubject: subject},
@@ -100,7 +89,7 @@ func TestAntiEntropyRepairsLostWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := rebuiltDump(t, e.st, e.rules)
-	if got := withoutBookkeeping(dump(t, e.rdb, e.prefix)); len(got) != len(want) {
+	if got := dump(t, e.rdb, e.prefix); len(got) != len(want) {
 		t.Fatalf("fixture: %d keys, rebuild %d", len(got), len(want))
 	}
 	// What a lost acknowledged write leaves: missing documents, documents
@@ -133,7 +122,7 @@ func TestAntiEntropyRepairsLostWrites(t *testing.T) {
 	if st.Events != 2 || st.Listings != 1 || st.Markets != 2 || st.TradeLists != 2 {
 		t.Errorf("repaired: got %+v, want 2 events, 1 listing, 2 markets, 2 trade lists", st)
 	}
-	diffDumps(t, withoutBookkeeping(dump(t, e.rdb, e.prefix)), want)
+	diffDumps(t, dump(t, e.rdb, e.prefix), want)
 
 	// One notice per page that repaired something.
 	var n ingest.Notice
@@ -215,7 +204,7 @@ func TestAntiEntropyStepsShareOneWalk(t *testing.T) {
 	if total.Events != 1 || total.Markets != 1 {
 		t.Errorf("repaired: got %+v, want 1 event and 1 market", total)
 	}
-	diffDumps(t, withoutBookkeeping(dump(t, e.rdb, e.prefix)), want)
+	diffDumps(t, dump(t, e.rdb, e.prefix), want)
 }
 
 // TestAntiEntropyAfterClusterFailover: writes acknowledged by a master just
@@ -273,7 +262,7 @@ func TestAntiEntropyAfterClusterFailover(t *testing.T) {
 	deadline := time.Now().Add(45 * time.Second)
 	var got map[string]string
 	for {
-		got = withoutBookkeeping(clusterDump(t, rdb, "md:"))
+		got = clusterDump(t, rdb, "md:")
 		if equalDumps(got, want) && metricValue(t, reg, "marketdata_ingest_antientropy_last_pass_timestamp_seconds", "") > 0 {
 			break
 		}

@@ -54,8 +54,15 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 	defer nc.Close()
 
 	cch := newCache(rdb, cfg)
+	// Anti-entropy: repairs cache writes lost in a Redis failover.
+	ae := ingest.NewAntiEntropy(ingest.AntiEntropyConfig{NoticeSubject: ic.NoticeSubject}, ingest.AntiEntropyDeps{
+		Store: st, Cache: cch, NC: nc, Metrics: ingest.NewAntiEntropyMetrics(reg), Log: log,
+	})
+	if err := cache.RegisterMetrics(reg, rdb); err != nil {
+		return err
+	}
 	w, err := ingest.New(ic, ingest.Deps{
-		NC: nc, Store: st, Cache: cch, Metrics: ingest.NewMetrics(reg), Log: log,
+		NC: nc, Store: st, Cache: ae.WatchWrites(cch), Metrics: ingest.NewMetrics(reg), Log: log,
 		Retention: cfg.ResolvedRetention,
 	})
 	if err != nil {
@@ -70,6 +77,7 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 		defer cancel()
 		admin.Close(sctx) //nolint:errcheck
 	}()
+	go ae.Run(ctx)
 	go keepComplete(ctx, cch, st, func() error { return ingest.PublishFlush(nc, ic.NoticeSubject) }, log)
 	if ready != nil {
 		ready(admin.Addr())
