@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -211,14 +212,17 @@ func (a *AntiEntropy) Pass(ctx context.Context) (PassStats, error) {
 }
 
 // Step compares the next page of the walk that workers share, under the
-// lock; when another worker holds it, Step does nothing.
+// lock; when another worker holds it, Step does nothing. The shared
+// position is "<walk start, unix ns>|<last document name>".
 func (a *AntiEntropy) Step(ctx context.Context) (PassStats, error) {
-	after, err := a.cache.Cursor(ctx, lockName)
+	pos, err := a.cache.Cursor(ctx, lockName)
 	if err != nil {
 		return PassStats{}, err
 	}
-	if after == "" {
-		a.started.Store(time.Now().UnixNano())
+	startNS, after, ok := strings.Cut(pos, "|")
+	started, perr := strconv.ParseInt(startNS, 10, 64)
+	if !ok || perr != nil {
+		started, after = time.Now().UnixNano(), ""
 	}
 	st, next, done, err := a.locked(ctx, after)
 	if errors.Is(err, errIncomplete) {
@@ -228,12 +232,10 @@ func (a *AntiEntropy) Step(ctx context.Context) (PassStats, error) {
 		return st, err
 	}
 	if done {
-		next = ""
-		if s := a.started.Load(); s != 0 {
-			a.passDone(time.Unix(0, s))
-		}
+		a.passDone(time.Unix(0, started))
+		return st, a.cache.SetCursor(ctx, lockName, "")
 	}
-	return st, a.cache.SetCursor(ctx, lockName, next)
+	return st, a.cache.SetCursor(ctx, lockName, strconv.FormatInt(started, 10)+"|"+next)
 }
 
 func (a *AntiEntropy) passDone(started time.Time) {
