@@ -13,6 +13,9 @@
 //	                          ZRANGE gives volume desc, ties by ascending id
 //	P{i}:f:<c>:<v>:<n>  zset  listing set (score 0, member = event id) for
 //	                          category c, venue v, min_venues n ("*" = any)
+//	P{i}:ok             string  the listing is whole (a rebuild finished)
+//	P{i}:lock:<name>    string  a worker's lock (TryLock), with a TTL
+//	P{i}:cursor:<name>  string  a position workers share (anti-entropy's walk)
 //
 // Every document write is one Lua script on keys of one hash slot, guarded by
 // the revision the store took under the document's row lock: an older write

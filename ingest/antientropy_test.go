@@ -3,11 +3,13 @@ package ingest_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,4 +343,67 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, kind string) floa
 		}
 	}
 	return 0
+}
+
+// flakyCache fails its writes while fail is set, as Redis does during a
+// failover.
+type flakyCache struct {
+	ingest.Cache
+	fail atomic.Bool
+}
+
+func (f *flakyCache) Apply(ctx context.Context, res *store.Result) error {
+	if f.fail.Load() {
+		return errors.New("cache: write: dial tcp 127.0.0.1:1: connect: connection refused")
+	}
+	return f.Cache.Apply(ctx, res)
+}
+
+// TestAntiEntropyAfterWriteErrors: on one Redis server (no topology to
+// watch), the first cache write that succeeds after failures starts a full
+// pass at once, which repairs what was lost meanwhile.
+func TestAntiEntropyAfterWriteErrors(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	ingestBatch(t, e.st, e.cache, aeBatch(10, 1))
+	if _, err := e.cache.Rebuild(ctx, e.st); err != nil {
+		t.Fatal(err)
+	}
+	ae := ingest.NewAntiEntropy(ingest.AntiEntropyConfig{Interval: time.Hour}, ingest.AntiEntropyDeps{
+		Store: e.st, Cache: e.cache, Log: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { ae.Run(runCtx); close(done) }()
+	defer func() { stop(); <-done }()
+
+	flaky := &flakyCache{Cache: e.cache}
+	w := ae.WatchWrites(flaky)
+	// A batch committed while Redis refused it: its cache write is lost.
+	b := aeBatch(10, 2)
+	res, err := e.st.ApplyBatch(ctx, &b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flaky.fail.Store(true)
+	if err := w.Apply(ctx, res); err == nil {
+		t.Fatal("write while failing: got no error")
+	}
+	flaky.fail.Store(false)
+	b3 := store.Batch{Events: aeBatch(1, 3).Events}
+	res3, err := e.st.ApplyBatch(ctx, &b3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Apply(ctx, res3); err != nil {
+		t.Fatal(err)
+	}
+	want := rebuiltDump(t, e.st, e.rules)
+	var got map[string]string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		if got = dump(t, e.rdb, e.prefix); equalDumps(got, want) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling Redis for the pass's effect
+	}
+	diffDumps(t, got, want)
 }
