@@ -3,6 +3,9 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -44,6 +47,7 @@ type Cluster struct {
 	lastErr  atomic.Int64 // unix nanoseconds of the last failed command
 	down     atomic.Int64 // nodes CLUSTER NODES reports failed, -1 when none answers
 	changes  atomic.Uint64
+	log      atomic.Pointer[slog.Logger]
 	changed  chan struct{}
 	stop     chan struct{}
 	stopped  chan struct{}
@@ -121,6 +125,10 @@ func (c *Cluster) Close() error {
 	return c.ClusterClient.Close()
 }
 
+// SetLogger makes the watcher log what it sees: masters changing, nodes
+// going down or coming back. Without it the watcher is silent.
+func (c *Cluster) SetLogger(log *slog.Logger) { c.log.Store(log) }
+
 // Changed receives a value after the masters serving the slots changed (a
 // failover, a resharding); one value stands for any number of changes.
 func (c *Cluster) Changed() <-chan struct{} { return c.changed }
@@ -178,15 +186,24 @@ func (c *Cluster) look() {
 	defer cancel()
 	view, ok := c.readView(ctx)
 	reload := c.troubled()
+	log := c.log.Load()
 	if !ok {
-		c.down.Store(-1)
+		if c.down.Swap(-1) != -1 && log != nil {
+			log.Warn("redis cluster: no node answers CLUSTER NODES")
+		}
 	} else {
 		c.down.Store(int64(len(view.down)))
 		c.mu.Lock()
 		prev := c.view
 		c.view = view
 		c.mu.Unlock()
+		if log != nil && !maps.Equal(prev.down, view.down) {
+			log.Warn("redis cluster: nodes down changed", "down", fmt.Sprint(view.down), "nodes_down", len(view.down))
+		}
 		if prev.masters != "" && prev.masters != view.masters {
+			if log != nil {
+				log.Warn("redis cluster: masters changed; reloading the slot map", "masters", strings.ReplaceAll(view.masters, "\n", "; "))
+			}
 			reload = true
 			c.changes.Add(1)
 			select {

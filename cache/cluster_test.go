@@ -3,6 +3,7 @@ package cache_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ func openCluster(t *testing.T, cl *testenv.RedisCluster) (*cache.Cluster, *cache
 	if !ok {
 		t.Fatalf("cache.Open(%q): got %T, want *cache.Cluster", cl.URL(), rdb)
 	}
+	c.SetLogger(slog.New(slog.NewTextHandler(t.Output(), nil)))
 	return c, cache.New(c, "md:", testRules())
 }
 

@@ -58,6 +58,9 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 	ae := ingest.NewAntiEntropy(ingest.AntiEntropyConfig{NoticeSubject: ic.NoticeSubject}, ingest.AntiEntropyDeps{
 		Store: st, Cache: cch, NC: nc, Metrics: ingest.NewAntiEntropyMetrics(reg), Log: log,
 	})
+	if cl, ok := rdb.(*cache.Cluster); ok {
+		cl.SetLogger(log)
+	}
 	if err := cache.RegisterMetrics(reg, rdb); err != nil {
 		return err
 	}
