@@ -288,7 +288,10 @@ func parseView(out string) clusterView {
 		master := slices.Contains(flags, "master")
 		failed := slices.Contains(flags, "fail") || slices.Contains(flags, "fail?")
 		role := "replica"
-		if master {
+		switch {
+		case master && len(f) > 8:
+			role = "master serving slots"
+		case master:
 			role = "master"
 		}
 		switch {

@@ -61,9 +61,13 @@ func (c *Cluster) health(ctx context.Context) (map[string]string, error) {
 		if degraded == nil {
 			degraded = map[string]string{}
 		}
-		if role == "master" {
+		switch role {
+		case "master":
 			degraded["redis "+a] = "master down; its slots are served by another node"
-		} else {
+		case "master serving slots":
+			// Only with cluster-require-full-coverage no: the others serve.
+			degraded["redis "+a] = "master down; its slots have no live master (their reads fall back to Postgres)"
+		default:
 			degraded["redis "+a] = "replica down"
 		}
 	}
