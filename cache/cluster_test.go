@@ -197,6 +197,18 @@ func TestClusterFollowsFailover(t *testing.T) {
 	if n := rdb.NodesDown(); n < 1 {
 		t.Errorf("nodes down: got %d, want at least 1", n)
 	}
+
+	// The dead node comes back (as a replica): nothing is degraded any more.
+	cl.Restart(ctx, dead)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		if degraded, err = cache.Health(ctx, rdb); err == nil && len(degraded) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // polling the cluster's view
+	}
+	if err != nil || len(degraded) != 0 {
+		t.Errorf("health after the node came back: %v, %v; want nothing degraded", degraded, err)
+	}
 }
 
 // TestHealthSingle: one server is healthy while it answers PING and an

@@ -15,9 +15,9 @@ import (
 // Redis at all: a single server does not answer PING, or no cluster node
 // answers, or the cluster refuses commands (cluster_state:fail: slots have
 // no master, e.g. between a master's death and its replica's promotion).
-// degraded names what is down that the node routes around, keyed
-// "redis <addr>": a dead replica, or a dead master whose slots another node
-// now serves.
+// degraded (never nil when err is nil) names what is down that the node
+// routes around, keyed "redis <addr>": a dead replica, or a dead master
+// whose slots another node now serves.
 func Health(ctx context.Context, rdb redis.UniversalClient) (degraded map[string]string, err error) {
 	switch r := rdb.(type) {
 	case *Cluster:
@@ -30,12 +30,12 @@ func Health(ctx context.Context, rdb redis.UniversalClient) (degraded map[string
 		if !strings.Contains(info, "cluster_state:ok") {
 			return nil, errors.New("cache: redis cluster: cluster_state is not ok")
 		}
-		return nil, nil
+		return map[string]string{}, nil
 	default:
 		if err := rdb.Ping(ctx).Err(); err != nil {
 			return nil, fmt.Errorf("cache: redis: %w", err)
 		}
-		return nil, nil
+		return map[string]string{}, nil
 	}
 }
 
@@ -56,11 +56,8 @@ func (c *Cluster) health(ctx context.Context) (map[string]string, error) {
 	if !strings.Contains(info, "cluster_state:ok") {
 		return nil, fmt.Errorf("cache: redis cluster: %s reports cluster_state fail (slots without a live master)", addr)
 	}
-	var degraded map[string]string
+	degraded := make(map[string]string, len(view.down))
 	for a, role := range view.down {
-		if degraded == nil {
-			degraded = map[string]string{}
-		}
 		switch role {
 		case "master":
 			degraded["redis "+a] = "master down; its slots are served by another node"

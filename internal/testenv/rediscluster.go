@@ -31,6 +31,7 @@ type RedisNode struct {
 	// Addr is host:port.
 	Addr string
 	dir  string
+	args []string
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -53,22 +54,19 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 	root := t.TempDir()
 	for i := range 6 {
 		port, bus := freePort(t), freePort(t)
-		n := &RedisNode{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: filepath.Join(root, strconv.Itoa(i)), done: make(chan struct{})}
+		n := &RedisNode{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: filepath.Join(root, strconv.Itoa(i))}
 		if err := os.MkdirAll(n.dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		n.cmd = exec.Command("redis-server",
+		n.args = []string{
 			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
 			"--cluster-port", strconv.Itoa(bus),
 			"--cluster-config-file", filepath.Join(n.dir, "nodes.conf"),
-			"--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout/time.Millisecond)),
+			"--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout / time.Millisecond)),
 			"--cluster-replica-validity-factor", "0",
 			"--save", "", "--appendonly", "no", "--dir", n.dir,
-			"--logfile", filepath.Join(n.dir, "redis.log"), "--protected-mode", "no")
-		if err := n.cmd.Start(); err != nil {
-			t.Fatalf("start redis-server: %v", err)
-		}
-		go func() { n.cmd.Wait(); close(n.done) }() //nolint:errcheck // killed on purpose
+			"--logfile", filepath.Join(n.dir, "redis.log"), "--protected-mode", "no"}
+		n.start(t)
 		c.nodes = append(c.nodes, n)
 	}
 	t.Cleanup(func() {
@@ -99,6 +97,29 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 		t.Fatalf("redis cluster: %v\n%s", err, strings.Join(views, "\n"))
 	}
 	return c
+}
+
+func (n *RedisNode) start(t testing.TB) {
+	t.Helper()
+	n.cmd = exec.Command("redis-server", n.args...)
+	n.done = make(chan struct{})
+	if err := n.cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	cmd, done := n.cmd, n.done
+	go func() { cmd.Wait(); close(done) }() //nolint:errcheck // killed on purpose
+}
+
+// Restart starts a killed node again with its cluster config (it rejoins,
+// as a replica if its slots moved) and waits until it answers.
+func (c *RedisCluster) Restart(ctx context.Context, addr string) {
+	c.t.Helper()
+	n := c.Node(addr)
+	if n == nil || n.Alive() {
+		c.t.Fatalf("redis node %s: not a dead node of the cluster", addr)
+	}
+	n.start(c.t)
+	c.waitPing(ctx, addr)
 }
 
 // freePort returns a loopback port nobody listens on right now.
