@@ -150,6 +150,21 @@ func (a *AntiEntropy) Run(ctx context.Context) {
 	t := time.NewTicker(a.cfg.Interval)
 	defer t.Stop()
 	urgent := false
+	// Failures are logged when they start and when they end, not on every
+	// try: Redis or Postgres being down is reported elsewhere too.
+	failing := false
+	failed := func(err error) {
+		if ctx.Err() == nil && !failing {
+			a.log.Warn("anti-entropy cannot run; trying again every interval", "err", err, "interval", a.cfg.Interval.String())
+		}
+		failing = true
+	}
+	recovered := func() {
+		if failing {
+			a.log.Info("anti-entropy runs again")
+		}
+		failing = false
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -164,18 +179,19 @@ func (a *AntiEntropy) Run(ctx context.Context) {
 		if urgent {
 			st, err := a.Pass(ctx)
 			if err != nil {
-				if ctx.Err() == nil {
-					a.log.Warn("anti-entropy pass failed; trying again", "err", err)
-				}
+				failed(err)
 				continue
 			}
+			recovered()
 			urgent = false
 			a.log.Info("anti-entropy pass done", "checked", st.Checked, "repaired_events", st.Events,
 				"repaired_listings", st.Listings, "repaired_markets", st.Markets, "repaired_trade_lists", st.TradeLists)
 			continue
 		}
-		if _, err := a.Step(ctx); err != nil && ctx.Err() == nil {
-			a.log.Warn("anti-entropy step failed", "err", err)
+		if _, err := a.Step(ctx); err != nil {
+			failed(err)
+		} else {
+			recovered()
 		}
 	}
 }
