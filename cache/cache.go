@@ -13,6 +13,9 @@
 //	                          ZRANGE gives volume desc, ties by ascending id
 //	P{i}:f:<c>:<v>:<n>  zset  listing set (score 0, member = event id) for
 //	                          category c, venue v, min_venues n ("*" = any)
+//	P{i}:ok             string  the listing is whole (a rebuild finished)
+//	P{i}:lock:<name>    string  a worker's lock (TryLock), with a TTL
+//	P{i}:cursor:<name>  string  a position workers share (anti-entropy's walk)
 //
 // Every document write is one Lua script on keys of one hash slot, guarded by
 // the revision the store took under the document's row lock: an older write
@@ -48,28 +51,71 @@ func New(rdb redis.UniversalClient, prefix string, rules Rules) *Cache {
 // Rules returns the serving rules the cache renders with.
 func (c *Cache) Rules() Rules { return c.rules }
 
-// Open returns a client for MD_REDIS_URL without dialling: a redis:// or
-// rediss:// URL for one server, or comma-separated host:port addresses of a
-// Redis Cluster. The client connects on first use and reconnects by itself,
-// so a process can start while Redis is down.
+// Open returns a client for MD_REDIS_URL without dialling:
+//
+//   - a redis:// or rediss:// (TLS) URL with optional user and password: one
+//     server;
+//   - the same with one or more addr= parameters (go-redis ParseClusterURL,
+//     e.g. redis://user:pass@10.0.0.1:7000?addr=10.0.0.2:7000): a Redis
+//     Cluster with AUTH and TLS;
+//   - comma-separated host:port addresses: a Redis Cluster without AUTH.
+//
+// A cluster client is a *Cluster, which follows failovers by itself. The
+// client connects on first use and reconnects by itself, so a process can
+// start while Redis is down. Timeouts are short (1 s to dial, 2 s to read or
+// write) unless the URL sets them.
 func Open(url string) (redis.UniversalClient, error) {
-	if strings.HasPrefix(url, "redis://") || strings.HasPrefix(url, "rediss://") {
-		opt, err := redis.ParseURL(url)
-		if err != nil {
-			return nil, fmt.Errorf("cache: parse redis url: %w", err)
+	if IsClusterURL(url) {
+		if strings.Contains(url, "://") {
+			opt, err := redis.ParseClusterURL(url)
+			if err != nil {
+				return nil, fmt.Errorf("cache: parse redis cluster url: %w", err)
+			}
+			return newCluster(opt), nil
 		}
-		return redis.NewClient(opt), nil
+		var addrs []string
+		for a := range strings.SplitSeq(url, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				addrs = append(addrs, a)
+			}
+		}
+		if len(addrs) == 0 {
+			return nil, errors.New("cache: no redis address")
+		}
+		return newCluster(&redis.ClusterOptions{Addrs: addrs}), nil
 	}
-	var addrs []string
-	for a := range strings.SplitSeq(url, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrs = append(addrs, a)
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("cache: parse redis url: %w", err)
+	}
+	if opt.DialTimeout == 0 {
+		opt.DialTimeout = dialTimeout
+	}
+	if opt.ReadTimeout == 0 {
+		opt.ReadTimeout = ioTimeout
+	}
+	if opt.WriteTimeout == 0 {
+		opt.WriteTimeout = ioTimeout
+	}
+	if opt.PoolTimeout == 0 {
+		opt.PoolTimeout = poolTimeout
+	}
+	return redis.NewClient(opt), nil
+}
+
+// IsClusterURL reports whether MD_REDIS_URL names a Redis Cluster: a URL
+// with addr= parameters, or addresses without a scheme.
+func IsClusterURL(url string) bool {
+	if !strings.HasPrefix(url, "redis://") && !strings.HasPrefix(url, "rediss://") {
+		return true
+	}
+	_, query, _ := strings.Cut(url, "?")
+	for p := range strings.SplitSeq(query, "&") {
+		if strings.HasPrefix(p, "addr=") {
+			return true
 		}
 	}
-	if len(addrs) == 0 {
-		return nil, errors.New("cache: no redis address")
-	}
-	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs}), nil
+	return false
 }
 
 // Connect opens a client for url (see Open) and checks that Redis answers.

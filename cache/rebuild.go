@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -350,23 +351,55 @@ func (c *Cache) prune(ctx context.Context, before present, keep, listed map[stri
 }
 
 // forEachKey scans keys matching pattern on every server (all masters of a
-// cluster).
+// cluster). fn is never called concurrently: on a cluster the masters are
+// scanned in parallel and their keys handed to fn one at a time. On a
+// cluster, a scan that did not reach the master of every slot (a failover
+// during the scan) is an error: a key the scan missed could not be pruned.
 func (c *Cache) forEachKey(ctx context.Context, pattern string, fn func(string) error) error {
+	var mu sync.Mutex
+	scanned := map[string]bool{}
 	scan := func(ctx context.Context, client *redis.Client) error {
 		iter := client.Scan(ctx, 0, pattern, 1000).Iterator()
 		for iter.Next(ctx) {
-			if err := fn(iter.Val()); err != nil {
+			mu.Lock()
+			err := fn(iter.Val())
+			mu.Unlock()
+			if err != nil {
 				return err
 			}
 		}
-		return iter.Err()
+		if err := iter.Err(); err != nil {
+			return fmt.Errorf("scan %s: %w", client.Options().Addr, err)
+		}
+		mu.Lock()
+		scanned[client.Options().Addr] = true
+		mu.Unlock()
+		return nil
 	}
 	switch r := c.rdb.(type) {
-	case *redis.ClusterClient:
-		return r.ForEachMaster(ctx, scan)
+	case clusterClient:
+		if err := r.ForEachMaster(ctx, scan); err != nil {
+			return err
+		}
+		slots, err := r.ClusterSlots(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("read the slot map: %w", err)
+		}
+		for _, s := range slots {
+			if len(s.Nodes) == 0 || !scanned[s.Nodes[0].Addr] {
+				return fmt.Errorf("slots %d-%d: their master was not scanned (the cluster changed during the scan)", s.Start, s.End)
+			}
+		}
+		return nil
 	case *redis.Client:
 		return scan(ctx, r)
 	default:
 		return fmt.Errorf("cache: cannot scan keys on %T", c.rdb)
 	}
+}
+
+// clusterClient is a Redis Cluster client: *redis.ClusterClient or *Cluster.
+type clusterClient interface {
+	ForEachMaster(ctx context.Context, fn func(ctx context.Context, client *redis.Client) error) error
+	ClusterSlots(ctx context.Context) *redis.ClusterSlotsCmd
 }

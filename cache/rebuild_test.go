@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,15 +36,13 @@ func newStore(t *testing.T) *store.Store {
 // dump reads every key under prefix into a comparable form: strings as they
 // are, hashes as sorted field=value lines, zsets as score member lines in
 // rank order.
-func dump(t *testing.T, rdb *redis.Client, prefix string) map[string]string {
+func dump(t *testing.T, rdb redis.UniversalClient, prefix string) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string]string{}
-	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		key := iter.Val()
-		if strings.HasSuffix(key, "{i}:ok") {
-			continue // the rebuild's completion marker, not a document
+	for _, key := range scanKeys(t, rdb, prefix+"*") {
+		if strings.HasSuffix(key, "{i}:ok") || strings.Contains(key, "{i}:cursor:") || strings.Contains(key, "{i}:lock:") {
+			continue // the rebuild's completion marker, workers' bookkeeping: not documents
 		}
 		typ, err := rdb.Type(ctx, key).Result()
 		if err != nil {
@@ -78,10 +77,39 @@ func dump(t *testing.T, rdb *redis.Client, prefix string) map[string]string {
 		}
 		out[strings.TrimPrefix(key, prefix)] = typ + ":" + val
 	}
-	if err := iter.Err(); err != nil {
+	return out
+}
+
+// scanKeys lists the keys matching pattern on one server or on every master
+// of a cluster.
+func scanKeys(t *testing.T, rdb redis.UniversalClient, pattern string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var mu sync.Mutex
+	var keys []string
+	scan := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			keys = append(keys, iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	var err error
+	switch r := rdb.(type) {
+	case *cache.Cluster:
+		err = r.ForEachMaster(ctx, scan)
+	case *redis.Client:
+		err = scan(ctx, r)
+	default:
+		t.Fatalf("scan on %T", rdb)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	slices.Sort(keys)
+	return keys
 }
 
 func checkDump(t *testing.T, got, want map[string]string) {

@@ -154,8 +154,8 @@ func dump(t *testing.T, rdb *redis.Client, prefix string) map[string]string {
 	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 	for iter.Next(ctx) {
 		key := iter.Val()
-		if strings.HasSuffix(key, "{i}:ok") {
-			continue // the rebuild's completion marker, not a document
+		if strings.HasSuffix(key, "{i}:ok") || strings.Contains(key, "{i}:cursor:") || strings.Contains(key, "{i}:lock:") {
+			continue // the rebuild's completion marker, workers' bookkeeping: not documents
 		}
 		var val string
 		switch typ := rdb.Type(ctx, key).Val(); typ {

@@ -60,3 +60,35 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"stage"}),
 	}
 }
+
+// AntiEntropyMetrics are the anti-entropy pass's series.
+type AntiEntropyMetrics struct {
+	Checked     prometheus.Counter
+	Repaired    *prometheus.CounterVec
+	PassSeconds prometheus.Histogram
+	LastPass    prometheus.Gauge
+}
+
+// NewAntiEntropyMetrics registers the anti-entropy series on reg.
+func NewAntiEntropyMetrics(reg prometheus.Registerer) *AntiEntropyMetrics {
+	f := promauto.With(reg)
+	return &AntiEntropyMetrics{
+		Checked: f.NewCounter(prometheus.CounterOpts{
+			Name: "marketdata_ingest_antientropy_checked_total",
+			Help: "Cache documents and trade lists the anti-entropy pass compared with Postgres.",
+		}),
+		Repaired: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "marketdata_ingest_antientropy_repaired_total",
+			Help: "Cache entries the anti-entropy pass found behind Postgres or missing and rewrote, by kind (event, listing, market, trades).",
+		}, []string{"kind"}),
+		PassSeconds: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "marketdata_ingest_antientropy_pass_seconds",
+			Help:    "Duration of a full anti-entropy pass over every document (periodic walk or after a topology change).",
+			Buckets: prometheus.ExponentialBuckets(0.1, 2, 14),
+		}),
+		LastPass: f.NewGauge(prometheus.GaugeOpts{
+			Name: "marketdata_ingest_antientropy_last_pass_timestamp_seconds",
+			Help: "Unix time at which the last full anti-entropy pass ended.",
+		}),
+	}
+}

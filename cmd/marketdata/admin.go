@@ -36,6 +36,14 @@ func degradable(name string, fn func(context.Context) error) check {
 	return check{name: name, fn: fn, degradable: true}
 }
 
+// partialError is what a check returns when its dependency answers but part
+// of it is down and routed around (a Redis Cluster replica, or a master
+// whose slots another node now serves): reported as degraded, never as a
+// failure, whether the check is required or not.
+type partialError struct{ reason string }
+
+func (e *partialError) Error() string { return e.reason }
+
 // readiness is one evaluation of the checks.
 type readiness struct {
 	failed, degraded map[string]string
@@ -57,7 +65,11 @@ func evaluate(ctx context.Context, checks []check, up *prometheus.GaugeVec) read
 	r := readiness{failed: map[string]string{}, degraded: map[string]string{}}
 	for i, c := range checks {
 		v := 1.0
-		if errs[i] != nil {
+		var partial *partialError
+		switch {
+		case errors.As(errs[i], &partial):
+			r.degraded[c.name] = partial.reason
+		case errs[i] != nil:
 			v = 0
 			if c.degradable {
 				r.degraded[c.name] = errs[i].Error()

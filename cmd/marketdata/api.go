@@ -89,6 +89,9 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	}
 	defer rdb.Close()
 	defer nc.Close()
+	if err := observeRedis(rdb, reg, log); err != nil {
+		return err
+	}
 
 	id := make([]byte, 6)
 	rand.Read(id) //nolint:errcheck // never fails
@@ -186,7 +189,8 @@ func apiChecks(srv *api.Server, schema *schemaGate, primary, replica *store.Stor
 			}()
 			rerr := redisUp(ctx)
 			perr := <-pg
-			if rerr == nil || perr == nil {
+			var partial *partialError
+			if rerr == nil || errors.As(rerr, &partial) || perr == nil {
 				return nil
 			}
 			return fmt.Errorf("neither redis (%v) nor postgres (%v) answers", rerr, perr)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -10,6 +11,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/cache"
 )
 
 // Config is the process configuration of contract §1, read once from the
@@ -183,10 +187,24 @@ func splitHostPort(v string) (string, int, error) {
 	return v[:i], port, nil
 }
 
+// checkRedisURL validates MD_REDIS_URL the way cache.Open reads it: a
+// redis:// or rediss:// URL (with addr= parameters: a Redis Cluster), or
+// comma-separated cluster addresses. Errors never quote the URL, which may
+// hold a password.
 func checkRedisURL(v string) error {
 	if strings.HasPrefix(v, "redis://") || strings.HasPrefix(v, "rediss://") {
-		if _, err := url.Parse(v); err != nil {
-			return fmt.Errorf("not a redis:// URL: %v", err)
+		var err error
+		if cache.IsClusterURL(v) {
+			_, err = redis.ParseClusterURL(v)
+		} else {
+			_, err = redis.ParseURL(v)
+		}
+		if err != nil {
+			var uerr *url.Error
+			if errors.As(err, &uerr) {
+				err = uerr.Err
+			}
+			return fmt.Errorf("not a valid redis:// URL: %v", err)
 		}
 		return nil
 	}

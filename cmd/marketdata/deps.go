@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
 
@@ -169,11 +172,35 @@ func openCaches(cfg *Config, name string, log *slog.Logger) (redis.UniversalClie
 	return rdb, nc, nil
 }
 
-// redisCheck is the readiness probe of Redis. (On Redis Cluster the
-// cluster branch's shard health should replace the plain PING here: a shard
-// the node routes around is degraded, not down.)
+// observeRedis gives a Redis Cluster client the process's logger (it logs
+// topology changes) and registers marketdata_redis_nodes_down.
+func observeRedis(rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) error {
+	if cl, ok := rdb.(*cache.Cluster); ok {
+		cl.SetLogger(log)
+	}
+	return cache.RegisterMetrics(reg, rdb)
+}
+
+// redisCheck is the readiness probe of Redis (cache.Health): an error when
+// the node cannot use Redis at all; on a Redis Cluster, nodes it routes
+// around (a dead replica, a dead master whose slots moved) are reported as
+// degraded, sorted by address.
 func redisCheck(rdb redis.UniversalClient) func(context.Context) error {
-	return func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
+	return func(ctx context.Context) error {
+		down, err := cache.Health(ctx, rdb)
+		if err != nil {
+			return err
+		}
+		if len(down) == 0 {
+			return nil
+		}
+		parts := make([]string, 0, len(down))
+		for node, why := range down {
+			parts = append(parts, node+": "+why)
+		}
+		slices.Sort(parts)
+		return &partialError{strings.Join(parts, "; ")}
+	}
 }
 
 func natsCheck(nc *nats.Conn) func(context.Context) error {

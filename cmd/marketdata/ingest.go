@@ -68,8 +68,15 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 	defer nc.Close()
 
 	cch := newCache(rdb, cfg)
+	// Anti-entropy: repairs cache writes lost in a Redis failover.
+	ae := ingest.NewAntiEntropy(ingest.AntiEntropyConfig{NoticeSubject: ic.NoticeSubject}, ingest.AntiEntropyDeps{
+		Store: st, Cache: cch, NC: nc, Metrics: ingest.NewAntiEntropyMetrics(reg), Log: log,
+	})
+	if err := observeRedis(rdb, reg, log); err != nil {
+		return err
+	}
 	w, err := ingest.New(ic, ingest.Deps{
-		NC: nc, Store: st, Cache: cch, Metrics: ingest.NewMetrics(reg), Log: log,
+		NC: nc, Store: st, Cache: ae.WatchWrites(cch), Metrics: ingest.NewMetrics(reg), Log: log,
 		Retention: cfg.ResolvedRetention,
 	})
 	if err != nil {
@@ -103,6 +110,7 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 		}
 		return err
 	}
+	go ae.Run(ctx)
 	go keepComplete(ctx, cch, st, func() error { return ingest.PublishFlush(nc, ic.NoticeSubject) }, log)
 	ran := make(chan error, 1)
 	go func() { ran <- w.Run(ctx) }()

@@ -1,0 +1,413 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisCluster is a Redis Cluster of the test's own: 3 masters and 3
+// replicas on free loopback ports, each redis-server in its own temporary
+// directory, with no persistence. Everything is killed and removed when the
+// test ends. Tests may kill its nodes (KillMaster, Kill).
+type RedisCluster struct {
+	t     testing.TB
+	nodes []*RedisNode
+}
+
+// RedisNode is one redis-server of a RedisCluster.
+type RedisNode struct {
+	// Addr is host:port.
+	Addr string
+	dir  string
+	args []string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// ClusterNodeTimeout is the cluster-node-timeout of test clusters: a
+// replica takes over a killed master about 2–4 s after it dies.
+const ClusterNodeTimeout = 2 * time.Second
+
+// StartRedisCluster starts a 3+3 cluster and waits until every node reports
+// cluster_state:ok and every replica is in sync. Without redis-server or
+// redis-cli it skips the test (fails it with CI=true).
+func StartRedisCluster(t testing.TB) *RedisCluster {
+	t.Helper()
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			Unavailable(t, bin, err)
+		}
+	}
+	c := &RedisCluster{t: t}
+	root := t.TempDir()
+	for i := range 6 {
+		port, bus := freePort(t), freePort(t)
+		n := &RedisNode{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: filepath.Join(root, strconv.Itoa(i))}
+		if err := os.MkdirAll(n.dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		n.args = []string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+			"--cluster-port", strconv.Itoa(bus),
+			"--cluster-config-file", filepath.Join(n.dir, "nodes.conf"),
+			"--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout / time.Millisecond)),
+			"--cluster-replica-validity-factor", "0",
+			"--save", "", "--appendonly", "no", "--dir", n.dir,
+			"--logfile", filepath.Join(n.dir, "redis.log"), "--protected-mode", "no"}
+		n.start(t)
+		c.nodes = append(c.nodes, n)
+	}
+	t.Cleanup(func() {
+		for _, n := range c.nodes {
+			n.cmd.Process.Kill() //nolint:errcheck // may be dead already
+			<-n.done
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, n := range c.nodes {
+		c.waitPing(ctx, n.Addr)
+	}
+	args := []string{"--cluster", "create"}
+	args = append(args, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
+	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		var views []string
+		for _, n := range c.nodes {
+			rdb := redis.NewClient(&redis.Options{Addr: n.Addr, DialTimeout: time.Second, MaxRetries: -1})
+			out, err := rdb.ClusterNodes(context.Background()).Result()
+			rdb.Close()
+			views = append(views, fmt.Sprintf("%s (alive %v): %v\n%s", n.Addr, n.Alive(), err, out))
+		}
+		t.Fatalf("redis cluster: %v\n%s", err, strings.Join(views, "\n"))
+	}
+	return c
+}
+
+func (n *RedisNode) start(t testing.TB) {
+	t.Helper()
+	n.cmd = exec.Command("redis-server", n.args...)
+	n.done = make(chan struct{})
+	if err := n.cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	cmd, done := n.cmd, n.done
+	go func() { cmd.Wait(); close(done) }() //nolint:errcheck // killed on purpose
+}
+
+// Restart starts a killed node again with its cluster config (it rejoins,
+// as a replica if its slots moved) and waits until it answers.
+func (c *RedisCluster) Restart(ctx context.Context, addr string) {
+	c.t.Helper()
+	n := c.Node(addr)
+	if n == nil || n.Alive() {
+		c.t.Fatalf("redis node %s: not a dead node of the cluster", addr)
+	}
+	n.start(c.t)
+	c.waitPing(ctx, addr)
+}
+
+// freePort returns a loopback port nobody listens on right now.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func (c *RedisCluster) waitPing(ctx context.Context, addr string) {
+	c.t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer rdb.Close()
+	for {
+		err := rdb.Ping(ctx).Err()
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			c.t.Fatalf("redis-server %s did not answer: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a process that is starting
+	}
+}
+
+// Addrs are the addresses of all six nodes, dead or alive.
+func (c *RedisCluster) Addrs() []string {
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.Addr
+	}
+	return out
+}
+
+// URL is MD_REDIS_URL for the cluster: its addresses, comma-separated.
+func (c *RedisCluster) URL() string { return strings.Join(c.Addrs(), ",") }
+
+// Node returns the node at addr, or nil.
+func (c *RedisCluster) Node(addr string) *RedisNode {
+	for _, n := range c.nodes {
+		if n.Addr == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+// Alive reports whether the node's process still runs.
+func (n *RedisNode) Alive() bool {
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Client returns a plain client of one node.
+func (n *RedisNode) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: n.Addr, DialTimeout: time.Second, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// ClusterNode is one line of CLUSTER NODES.
+type ClusterNode struct {
+	ID, Addr, MasterID string
+	Master, Failed     bool
+	Slots              []string
+}
+
+// Nodes reads CLUSTER NODES from the first live node that answers.
+func (c *RedisCluster) Nodes(ctx context.Context) ([]ClusterNode, error) {
+	var firstErr error
+	for _, n := range c.nodes {
+		if !n.Alive() {
+			continue
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: n.Addr, DialTimeout: time.Second, MaxRetries: -1})
+		out, err := rdb.ClusterNodes(ctx).Result()
+		rdb.Close()
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		return ParseClusterNodes(out), nil
+	}
+	return nil, fmt.Errorf("no redis node answers CLUSTER NODES: %v", firstErr)
+}
+
+// ParseClusterNodes reads the output of CLUSTER NODES.
+func ParseClusterNodes(out string) []ClusterNode {
+	var nodes []ClusterNode
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 8 {
+			continue
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		n := ClusterNode{ID: f[0], Addr: addr, Slots: f[8:]}
+		for fl := range strings.SplitSeq(f[2], ",") {
+			switch fl {
+			case "master":
+				n.Master = true
+			case "fail", "fail?":
+				n.Failed = true
+			}
+		}
+		if f[3] != "-" {
+			n.MasterID = f[3]
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes
+}
+
+// Masters lists the addresses of live masters that serve slots.
+func (c *RedisCluster) Masters(ctx context.Context) ([]string, error) {
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range nodes {
+		if n.Master && !n.Failed && len(n.Slots) > 0 {
+			out = append(out, n.Addr)
+		}
+	}
+	return out, nil
+}
+
+// MasterOf returns the address of the master serving key.
+func (c *RedisCluster) MasterOf(ctx context.Context, key string) (string, error) {
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return "", err
+	}
+	s := KeySlot(key)
+	for _, n := range nodes {
+		if !n.Master || n.Failed {
+			continue
+		}
+		for _, r := range n.Slots {
+			lo, hi, ok := strings.Cut(r, "-")
+			if !ok {
+				hi = lo
+			}
+			a, err1 := strconv.Atoi(lo)
+			b, err2 := strconv.Atoi(hi)
+			if err1 == nil && err2 == nil && s >= a && s <= b {
+				return n.Addr, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no master serves slot %d", s)
+}
+
+// Kill SIGKILLs the node at addr and waits until its process is gone.
+func (c *RedisCluster) Kill(addr string) {
+	c.t.Helper()
+	n := c.Node(addr)
+	if n == nil {
+		c.t.Fatalf("no redis node %s", addr)
+	}
+	n.cmd.Process.Signal(syscall.SIGKILL) //nolint:errcheck // may be dead already
+	<-n.done
+}
+
+// KillMaster SIGKILLs the master that serves key and returns its address.
+func (c *RedisCluster) KillMaster(ctx context.Context, key string) string {
+	c.t.Helper()
+	addr, err := c.MasterOf(ctx, key)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.Kill(addr)
+	return addr
+}
+
+// WaitPromoted waits until the slots of the dead master at addr are served
+// by another live master, and returns that master's address and when the
+// promotion was first seen.
+func (c *RedisCluster) WaitPromoted(ctx context.Context, dead, key string) (string, time.Time, error) {
+	for {
+		addr, err := c.MasterOf(ctx, key)
+		if err == nil && addr != dead {
+			n := c.Node(addr)
+			if n != nil && n.Alive() {
+				return addr, time.Now(), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", time.Time{}, fmt.Errorf("slots of %s not taken over: %v (last: %s)", dead, ctx.Err(), addr)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// WaitHealthy waits until every live node reports cluster_state:ok and
+// knows the others, and every live replica's link to its master is up.
+func (c *RedisCluster) WaitHealthy(ctx context.Context) error {
+	var last string
+	for {
+		last = c.unhealthy(ctx)
+		if last == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not healthy: %s", last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// unhealthy returns why the cluster is not yet healthy, or "".
+func (c *RedisCluster) unhealthy(ctx context.Context) string {
+	for _, n := range c.nodes {
+		if !n.Alive() {
+			continue
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: n.Addr, DialTimeout: time.Second, MaxRetries: -1})
+		info, err := rdb.ClusterInfo(ctx).Result()
+		if err != nil {
+			rdb.Close()
+			return n.Addr + ": " + err.Error()
+		}
+		if !strings.Contains(info, "cluster_state:ok") {
+			rdb.Close()
+			return n.Addr + ": cluster_state not ok"
+		}
+		repl, err := rdb.Info(ctx, "replication").Result()
+		rdb.Close()
+		if err != nil {
+			return n.Addr + ": " + err.Error()
+		}
+		if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
+			return n.Addr + ": replica link not up"
+		}
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	masters := 0
+	for _, n := range nodes {
+		if !n.Failed && n.Master && len(n.Slots) > 0 {
+			masters++
+		}
+	}
+	if masters < 3 {
+		return fmt.Sprintf("%d masters serve slots, want 3", masters)
+	}
+	return ""
+}
+
+// KeySlot is the Redis Cluster hash slot of key (CRC16 of its hash tag).
+func KeySlot(key string) int {
+	if s := strings.IndexByte(key, '{'); s >= 0 {
+		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
+			key = key[s+1 : s+1+e]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}
+
+// ClosedPort returns a loopback host:port nobody listens on (a dead server).
+func ClosedPort(t testing.TB) string {
+	t.Helper()
+	return fmt.Sprintf("127.0.0.1:%d", freePort(t))
+}
