@@ -188,7 +188,18 @@ func TestAntiEntropyStepsShareOneWalk(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range 10 { // 90 documents, 10 a page: 9 or 10 pages between them
+			// 90 documents, 10 a page: the two share one walk, so between
+			// them 9 or 10 pages cover it. A step that finds the other
+			// holding the lock checks nothing, so step until the walk is
+			// covered (bounded: a walk that never ends fails the test).
+			deadline := time.Now().Add(30 * time.Second)
+			for time.Now().Before(deadline) {
+				mu.Lock()
+				done := total.Checked >= 90
+				mu.Unlock()
+				if done {
+					return
+				}
 				st, err := a.Step(ctx)
 				if err != nil {
 					t.Errorf("step: %v", err)
