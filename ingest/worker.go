@@ -92,7 +92,7 @@ type inflight struct {
 // Run consumes until ctx is done. The batch in hand when ctx ends is finished
 // (written and acknowledged) before Run returns.
 func (w *Worker) Run(ctx context.Context) error {
-	if err := EnsureStreams(ctx, w.js, w.cfg); err != nil {
+	if err := EnsureStreams(ctx, w.js, w.cfg, w.log); err != nil {
 		return err
 	}
 	cons, err := EnsureConsumer(ctx, w.js, w.cfg)
@@ -108,6 +108,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancel() // the watchers end with Run
 
 	go w.watchLag(ctx, cons)
+	go w.watchStreams(ctx)
 	go w.sweep(ctx)
 
 	w.log.Info("ingest consuming", "stream", w.cfg.Stream, "consumer", w.cfg.Consumer,

@@ -24,6 +24,7 @@ func (c *cli) ingestCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			applyReplicas(cmd.Flags(), cfg, &ic)
 			if err := validateIngest(&ic); err != nil {
 				return err
 			}
