@@ -132,10 +132,10 @@ func health(w *ingest.Worker) (string, error) {
 // TestStreamReplicasOnCluster runs on a 3-node NATS 2.9 cluster of its own:
 // streams created R1, then asked for 3, are raised to R3 (streams and the
 // consumer), and StreamHealth reports them short until the new replicas are
-// current. Killing an R3 stream's leader: a new leader within seconds,
-// reported as 2 of 3 current, ready all along after the election. Killing the
-// node of an R1 stream: StreamHealth errors (not ready), where the consumer
-// alone would only log "no heartbeat received".
+// current. Killing the node of an R1 stream: StreamHealth errors (not
+// ready), where the consumer alone would only log "no heartbeat received",
+// and is ready again when the node returns. Killing an R3 stream's leader: a
+// new leader within seconds, ready, reported as 2 of 3 current.
 func TestStreamReplicasOnCluster(t *testing.T) {
 	t.Parallel()
 	c := startNATSCluster(t)
@@ -200,46 +200,9 @@ func TestStreamReplicasOnCluster(t *testing.T) {
 		t.Fatalf("stream after the raise: %v, want configured with 3 replicas", err)
 	}
 
-	// An R3 stream's leader dies: a new leader, ready again, reported as 2
-	// of 3 current; whole again when the node returns. (Streams created R3:
-	// the steady state of a cluster.)
-	r3 = config(3)
-	if err := ingest.EnsureStreams(ctx, js, r3, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ingest.EnsureConsumer(ctx, js, r3); err != nil {
-		t.Fatal(err)
-	}
-	w3 = worker(r3)
-	eventually(t, 30*time.Second, "R3 streams and consumer have 3 current replicas", func() error {
-		degraded, err := health(w3)
-		if err == nil && degraded != "" {
-			err = fmt.Errorf("degraded: %s", degraded)
-		}
-		return err
-	})
-	s, err := js.Stream(ctx, r3.Stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	killed := c.killNamed(s.CachedInfo().Cluster.Leader)
-	eventually(t, 30*time.Second, "R3 stream ready again after its leader died, reported short", func() error {
-		degraded, err := health(w3)
-		if err == nil && !strings.Contains(degraded, "2 of 3") {
-			err = fmt.Errorf("degraded: %q, want it to say 2 of 3", degraded)
-		}
-		return err
-	})
-	c.start(killed)
-	eventually(t, 30*time.Second, "R3 stream whole again after the node returned", func() error {
-		degraded, err := health(w3)
-		if err == nil && degraded != "" {
-			err = fmt.Errorf("degraded: %s", degraded)
-		}
-		return err
-	})
-
-	// An R1 stream whose only node dies: not ready.
+	// An R1 stream whose only node dies: not ready (where the consumer alone
+	// would only log "no heartbeat received"); ready again by itself when
+	// the node returns.
 	r1 := config(1)
 	if err := ingest.EnsureStreams(ctx, js, r1, nil); err != nil {
 		t.Fatal(err)
@@ -255,12 +218,47 @@ func TestStreamReplicasOnCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.killNamed(s1.CachedInfo().Cluster.Leader)
+	killed := c.killNamed(s1.CachedInfo().Cluster.Leader)
 	eventually(t, 30*time.Second, "R1 stream whose node died reported not ready", func() error {
 		if _, err := health(w1); err == nil {
 			return fmt.Errorf("StreamHealth: nil error")
 		}
 		return nil
+	})
+	c.start(killed)
+	eventually(t, 30*time.Second, "R1 stream ready again after its node returned", func() error {
+		_, err := health(w1)
+		return err
+	})
+
+	// An R3 stream's leader dies: a new leader, ready again, reported as 2
+	// of 3 current. (Streams created R3: the steady state of a cluster.)
+	r3 = config(3)
+	if err := ingest.EnsureStreams(ctx, js, r3, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ingest.EnsureConsumer(ctx, js, r3); err != nil {
+		t.Fatal(err)
+	}
+	w3 = worker(r3)
+	eventually(t, 30*time.Second, "R3 streams and consumer have 3 current replicas", func() error {
+		degraded, err := health(w3)
+		if err == nil && degraded != "" {
+			err = fmt.Errorf("degraded: %s", degraded)
+		}
+		return err
+	})
+	s3, err := js.Stream(ctx, r3.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.killNamed(s3.CachedInfo().Cluster.Leader)
+	eventually(t, 30*time.Second, "R3 stream ready again after its leader died, reported short", func() error {
+		degraded, err := health(w3)
+		if err == nil && !strings.Contains(degraded, "2 of 3") {
+			err = fmt.Errorf("degraded: %q, want it to say 2 of 3", degraded)
+		}
+		return err
 	})
 }
 
