@@ -3,6 +3,7 @@ package api
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"log/slog"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -137,7 +138,8 @@ func (s *Server) guard(scope string) fiber.Handler {
 				blocked, retry, err = s.limiter.Blocked(ctx, addr.String())
 			}
 			if err != nil {
-				s.log.Warn("failed-auth limit decided by this node alone", "err", err)
+				// Once per request while Redis is down: rate-limited.
+				s.authFailWarn.Log(ctx, s.log, slog.LevelWarn, "failed-auth limit decided by this node alone", "err", err)
 			}
 			if blocked {
 				return blockedError(retry)
@@ -168,7 +170,8 @@ func (s *Server) admitFetch(c *fiber.Ctx, fetch func(redis.Pipeliner)) (bool, er
 	}
 	a, err := s.limiter.AdmitWith(c.UserContext(), s.addr(c).String(), cred.Account.ID, fetch)
 	if err != nil {
-		s.log.Warn("limits decided by this node alone", "err", err)
+		// Once per request while Redis is down: rate-limited.
+		s.limitsWarn.Log(c.UserContext(), s.log, slog.LevelWarn, "limits decided by this node alone", "err", err)
 	}
 	if a.Blocked {
 		return false, blockedError(a.BlockedFor)

@@ -56,7 +56,7 @@ func rtNewWorld(t *testing.T) *rtWorld {
 		DLQStream: w.names.DLQStream, DLQPrefix: w.names.DLQPrefix,
 		NoticeSubject: w.names.NoticeSubject, Consumer: w.names.Consumer, BatchSize: 200,
 	}.Defaults()
-	if err := ingest.EnsureStreams(ctx, w.js, w.cfg); err != nil {
+	if err := ingest.EnsureStreams(ctx, w.js, w.cfg, nil); err != nil {
 		t.Fatal(err)
 	}
 	w.rules = cache.Rules{Retention: 168 * time.Hour, Now: time.Now}

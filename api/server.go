@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/ratelog"
 	"github.com/marketdata/marketdata/ratelimit"
 	"github.com/marketdata/marketdata/store"
 )
@@ -109,6 +110,9 @@ type Server struct {
 	nc            *nats.Conn
 	prevReconnect nats.ConnHandler
 	prevErr       nats.ErrHandler
+	// limitsWarn and authFailWarn keep the "decided by this node alone"
+	// WARNs (one per request while Redis is down) to one per 10 s.
+	limitsWarn, authFailWarn ratelog.Limiter
 }
 
 // New builds a node; Serve starts it.

@@ -120,7 +120,7 @@ func cwStartWorld(t *testing.T) *cwWorld {
 		DLQStream: names.DLQStream, DLQPrefix: names.DLQPrefix,
 		NoticeSubject: names.NoticeSubject, Consumer: names.Consumer, BatchSize: 200,
 	}.Defaults()
-	if err := ingest.EnsureStreams(ctx, js, icfg); err != nil {
+	if err := ingest.EnsureStreams(ctx, js, icfg, nil); err != nil {
 		t.Fatal(err)
 	}
 	c := cache.New(e.rdb, e.prefix+"c:", cache.Rules{Retention: 168 * time.Hour, Now: time.Now})

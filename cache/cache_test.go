@@ -357,8 +357,11 @@ func TestListPagePaging(t *testing.T) {
 	}
 }
 
+// TestApplyAfterScriptFlush flushes the scripts of a private Redis: on the
+// shared one it would break other packages' tests running meanwhile.
 func TestApplyAfterScriptFlush(t *testing.T) {
-	c, rdb, _ := newCache(t)
+	rdb, _ := testenv.PrivateRedis(t)
+	c := cache.New(rdb, "t:", testRules())
 	ctx := context.Background()
 	ev := activeEvent("ev", "politics", map[string]string{"a": "A", "b": "B"})
 	applyEvent(t, c, 1, ev)

@@ -69,7 +69,7 @@ func newEnv(t *testing.T) *env {
 		NoticeSubject: e.names.NoticeSubject, Consumer: e.names.Consumer,
 		BatchSize: 200,
 	}.Defaults()
-	if err := ingest.EnsureStreams(ctx, e.js, e.cfg); err != nil {
+	if err := ingest.EnsureStreams(ctx, e.js, e.cfg, nil); err != nil {
 		t.Fatal(err)
 	}
 	return e

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/marketdata/marketdata/store"
 )
@@ -18,6 +19,7 @@ var decodeCodes = []string{
 	ReasonBadJSON, ReasonMissingField, ReasonInvalidField, ReasonInvalidVersion, ReasonInvalidID,
 	ReasonInvalidCategory, ReasonInvalidStatus, ReasonInvalidSide, ReasonInvalidVenue,
 	ReasonPriceRange, ReasonInvalidSize, ReasonInvalidVolume, ReasonInvalidTime, ReasonSubject,
+	ReasonTextTooLong,
 }
 
 // FuzzDecode checks that Decode never panics and that whatever it accepts
@@ -103,6 +105,7 @@ func checkAccepted(t *testing.T, subject string, u *Update) {
 		}
 		checkNonNegative(t, "volume", e.Volume)
 		checkInvariantTime(t, "updated_at", e.UpdatedAt)
+		checkChars(t, "title", e.Title, 300)
 	case KindMarket:
 		m := u.Market
 		checkInvariantID(t, "universal_id", m.ID, id)
@@ -120,6 +123,10 @@ func checkAccepted(t *testing.T, subject string, u *Update) {
 			checkInvariantTime(t, "resolved_at", *m.ResolvedAt)
 		default:
 			t.Errorf("status: got %q, want active or resolved", m.Status)
+		}
+		checkChars(t, "title", m.Title, 300)
+		if m.Result != nil {
+			checkChars(t, "result", *m.Result, 64)
 		}
 		if m.Venues == nil {
 			t.Error("venues: got nil, want a map")
@@ -163,6 +170,15 @@ func checkAccepted(t *testing.T, subject string, u *Update) {
 	// Key must not panic on an accepted update and names the subject's entity.
 	if key := u.Key(); kind != KindTrade && key != id {
 		t.Errorf("Key(): got %q, want the subject's id %q", key, id)
+	}
+}
+
+// checkChars checks a text's length in characters (runes), the unit of
+// contract §4's limits.
+func checkChars(t *testing.T, name, v string, limit int) {
+	t.Helper()
+	if n := utf8.RuneCountInString(v); n > limit {
+		t.Errorf("%s: got %d characters, want at most %d", name, n, limit)
 	}
 }
 

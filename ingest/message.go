@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/marketdata/marketdata/store"
 )
@@ -36,8 +37,17 @@ const (
 	ReasonInvalidSize     = "invalid_size"
 	ReasonInvalidVolume   = "invalid_volume"
 	ReasonInvalidTime     = "invalid_time"
+	ReasonTextTooLong     = "text_too_long"
 	ReasonSubject         = "invalid_subject"
 	ReasonMaxDeliveries   = "max_deliveries"
+)
+
+// Text limits of contract §4, in characters: Unicode code points (runes), not
+// bytes, so a title of 300 characters in any script is accepted (up to 1,200
+// bytes of UTF-8) and answers stay small.
+const (
+	MaxTitleChars  = 300
+	MaxResultChars = 64
 )
 
 var (
@@ -275,6 +285,18 @@ func checkText(name string, v *string) error {
 	return nil
 }
 
+// checkLen refuses a text of more than max characters (runes, not bytes).
+// JSON decoding has already turned invalid UTF-8 into U+FFFD, one rune each.
+func checkLen(name string, v *string, limit int) error {
+	if v == nil || len(*v) <= limit { // at most len bytes hold at most len runes
+		return nil
+	}
+	if n := utf8.RuneCountInString(*v); n > limit {
+		return invalid(ReasonTextTooLong, "%s has %d characters, over the limit of %d (characters are Unicode code points, not bytes)", name, n, limit)
+	}
+	return nil
+}
+
 func checkUnit(name string, v float64) error {
 	if math.IsNaN(v) || v < 0 || v > 1 {
 		return invalid(ReasonPriceRange, "%s %v is outside [0,1]", name, v)
@@ -289,11 +311,17 @@ func checkVenue(v string) error {
 	return nil
 }
 
+// truncate shortens a value quoted in a reason to about 80 bytes, cutting
+// at a character boundary so the reason stays valid UTF-8.
 func truncate(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
+	if len(s) <= 80 {
+		return s
 	}
-	return s
+	cut := 80
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 func decodeEvent(subjectID string, data []byte) (*store.Event, error) {
@@ -324,6 +352,9 @@ func decodeEvent(subjectID string, data []byte) (*store.Event, error) {
 		return nil, err
 	}
 	if err := checkText("title", m.Title); err != nil {
+		return nil, err
+	}
+	if err := checkLen("title", m.Title, MaxTitleChars); err != nil {
 		return nil, err
 	}
 	if !categoryPattern.MatchString(*m.Category) {
@@ -398,6 +429,12 @@ func decodeMarket(subjectID string, data []byte) (*store.Market, error) {
 		return nil, err
 	}
 	if err := checkText("result", m.Result); err != nil {
+		return nil, err
+	}
+	if err := checkLen("title", m.Title, MaxTitleChars); err != nil {
+		return nil, err
+	}
+	if err := checkLen("result", m.Result, MaxResultChars); err != nil {
 		return nil, err
 	}
 	for venue, id := range m.Venues {

@@ -208,6 +208,21 @@ func validCases() []validCase {
 		{"trade/unknown fields ignored", trSubj,
 			tradeBody().with("fee", 0.01).with("maker", body{"id": "m"}).with("version", 0).json(),
 			&Update{Kind: KindTrade, Trade: trade()}},
+		// Text limits count characters (runes), not bytes: exactly at the
+		// limit passes, in ASCII and in 2-, 3- and 4-byte UTF-8.
+		{"event/title of 300 ASCII characters", evSubj, eventBody().with("title", strings.Repeat("a", 300)).json(),
+			&Update{Kind: KindEvent, Event: func() *store.Event { e := event(); e.Title = strings.Repeat("a", 300); return e }()}},
+		{"event/title of 300 characters in 1200 bytes", evSubj, eventBody().with("title", strings.Repeat("😀", 300)).json(),
+			&Update{Kind: KindEvent, Event: func() *store.Event { e := event(); e.Title = strings.Repeat("😀", 300); return e }()}},
+		{"market/title of 300 characters in 900 bytes", mkSubj, marketBody().with("title", strings.Repeat("語", 300)).json(),
+			&Update{Kind: KindMarket, Market: func() *store.Market { m := market(); m.Title = strings.Repeat("語", 300); return m }()}},
+		{"market/result of 64 characters in 128 bytes", mkSubj,
+			marketBody().with("status", "resolved").with("resolved_at", "2026-01-03T00:00:00Z").with("result", strings.Repeat("é", 64)).json(),
+			&Update{Kind: KindMarket, Market: func() *store.Market {
+				m := market()
+				m.Status, m.ResolvedAt, m.Result = "resolved", ptr(utc(2026, 1, 3, 0, 0, 0, 0)), ptr(strings.Repeat("é", 64))
+				return m
+			}()}},
 		{"trade/whitespace around the object", trSubj, append(append([]byte(" \n\t"), tradeBody().json()...), "\r\n "...),
 			&Update{Kind: KindTrade, Trade: trade()}},
 	}
@@ -522,6 +537,15 @@ func invalidCases() []invalidCase {
 	add("market/resolved without result", mk, resolved().without("result").json(), ReasonMissingField, "result")
 	add("market/resolved with null result", mk, resolved().with("result", nil).json(), ReasonMissingField, "result")
 	add("market/result a number", mk, resolved().with("result", 1).json(), ReasonInvalidField, "result")
+	for name, v := range sorted(map[string]string{"301 ASCII": strings.Repeat("a", 301), "301 of 2 bytes": strings.Repeat("é", 301),
+		"301 of 4 bytes": strings.Repeat("😀", 301), "900 KB": strings.Repeat("x", 900_000)}) {
+		add("event/title "+name, ev, eventBody().with("title", v).json(), ReasonTextTooLong, "title")
+		add("market/title "+name, mk, marketBody().with("title", v).json(), ReasonTextTooLong, "title")
+	}
+	for name, v := range sorted(map[string]string{"65 ASCII": strings.Repeat("y", 65), "65 of 3 bytes": strings.Repeat("語", 65)}) {
+		add("market/result "+name, mk, resolved().with("result", v).json(), ReasonTextTooLong, "result")
+		add("market/result of an active market "+name, mk, marketBody().with("result", v).json(), ReasonTextTooLong, "result")
+	}
 	for name, v := range sorted(badTimes) {
 		add("market/resolved_at "+name, mk, resolved().with("resolved_at", v).json(), ReasonInvalidTime, "resolved_at")
 	}

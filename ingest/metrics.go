@@ -21,6 +21,11 @@ type Metrics struct {
 	Freshness prometheus.Histogram
 	Pending   prometheus.Gauge
 	Failures  *prometheus.CounterVec
+	// StreamReplicas and StreamReplicasWanted are the copies of each stream
+	// that are there now (leader and current replicas) and the copies
+	// configured (MD_STREAM_REPLICAS); set by StreamHealth.
+	StreamReplicas       *prometheus.GaugeVec
+	StreamReplicasWanted *prometheus.GaugeVec
 }
 
 // NewMetrics registers the ingest series on reg.
@@ -58,6 +63,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "marketdata_ingest_failures_total",
 			Help: "Batches that failed and were handed back for redelivery, by stage.",
 		}, []string{"stage"}),
+		StreamReplicas: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "marketdata_ingest_stream_replicas",
+			Help: "Copies of each JetStream stream there now: its leader and the replicas that are current (0: no leader; 1 on a single server).",
+		}, []string{"stream"}),
+		StreamReplicasWanted: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "marketdata_ingest_stream_replicas_wanted",
+			Help: "Replicas each JetStream stream should have (MD_STREAM_REPLICAS); fewer there is reported on /readyz.",
+		}, []string{"stream"}),
 	}
 }
 

@@ -47,7 +47,7 @@ func (w *Worker) ensure(ctx context.Context) (jetstream.Consumer, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := EnsureStreams(cctx, w.js, w.cfg); err != nil {
+	if err := EnsureStreams(cctx, w.js, w.cfg, w.log); err != nil {
 		return nil, err
 	}
 	return EnsureConsumer(cctx, w.js, w.cfg)

@@ -3,6 +3,8 @@ package ingest_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -137,6 +139,73 @@ func TestInvalidRejected(t *testing.T) {
 		want := e.cfg.DLQPrefix + "." + kind + " " + c.reason + ":"
 		if !strings.HasPrefix(dlq[i], want) {
 			t.Errorf("DLQ message %d: got %q, want prefix %q", i, dlq[i], want)
+		}
+	}
+}
+
+// TestRejectNearMaxPayload: an invalid message of 1,000,000 bytes, and one
+// of exactly the max payload, both reach the DLQ (cut short to leave room
+// for the headers, marked with their original size, reason kept) and
+// ingest_rejects (whole).
+func TestRejectNearMaxPayload(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startWorker(t)
+	ctx := context.Background()
+	maxPayload := int(e.nc.MaxPayload())
+	sizes := []int{1_000_000, maxPayload} // the second has no header at all: data = max payload
+	for i, size := range sizes {
+		body := []byte(strings.Repeat("x", size)) // not JSON
+		msgID := ""
+		if i == 0 {
+			msgID = "big-0"
+		}
+		e.publish(t, e.subject("trade", "MK-1"), body, msgID)
+	}
+	e.waitDrained(t, 30*time.Second)
+
+	var stored []int
+	if err := e.pool.QueryRow(ctx, `SELECT array_agg(length(payload) ORDER BY stream_seq) FROM ingest_rejects`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(stored) != fmt.Sprint(sizes) {
+		t.Errorf("ingest_rejects payload sizes: got %v, want %v", stored, sizes)
+	}
+
+	cons, err := e.js.OrderedConsumer(ctx, e.cfg.DLQStream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]jetstream.Msg{}
+	for len(got) < len(sizes) {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatalf("DLQ: got %d of %d messages: %v", len(got), len(sizes), err)
+		}
+		got[m.Headers().Get("Md-Stream-Seq")] = m
+	}
+	for i, size := range sizes {
+		m := got[strconv.Itoa(i+1)]
+		if m == nil {
+			t.Fatalf("DLQ: no message for stream seq %d (got %v)", i+1, slices.Collect(maps.Keys(got)))
+		}
+		h := m.Headers()
+		if r := h.Get(ingest.RejectReasonHeader); !strings.HasPrefix(r, ingest.ReasonBadJSON+":") {
+			t.Errorf("%d bytes: reason %q, want %s", size, r, ingest.ReasonBadJSON)
+		}
+		if strings.Trim(string(m.Data()), "x") != "" {
+			t.Errorf("%d bytes: DLQ data is not a prefix of the payload", size)
+		}
+		cut := h.Get(ingest.RejectTruncatedHeader)
+		if size == 1_000_000 {
+			// About 48 KB are left beside it: room for the headers, so whole.
+			if cut != "" || len(m.Data()) != size {
+				t.Errorf("%d bytes: DLQ has %d bytes, %s %q; want it whole, unmarked", size, len(m.Data()), ingest.RejectTruncatedHeader, cut)
+			}
+			continue
+		}
+		if cut != strconv.Itoa(size) || len(m.Data()) >= size || len(m.Data()) < size-1024 {
+			t.Errorf("%d bytes: DLQ has %d bytes, %s %q; want it cut by the headers' size, marked %d", size, len(m.Data()), ingest.RejectTruncatedHeader, cut, size)
 		}
 	}
 }

@@ -105,6 +105,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancel() // the watchers end with Run
 
 	go w.watchLag(ctx, cons)
+	go w.watchStreams(ctx)
 	go w.sweep(ctx)
 
 	w.log.Info("ingest consuming", "stream", w.cfg.Stream, "consumer", w.cfg.Consumer,
@@ -434,23 +435,6 @@ func (w *Worker) notify(res *store.Result) {
 	if err := w.nc.Publish(w.cfg.NoticeSubject, data); err != nil {
 		w.log.Warn("ingest change notice not published", "err", err)
 	}
-}
-
-// RejectReasonHeader carries a reject's reason on md.dlq.v1.<kind>.
-const RejectReasonHeader = "Md-Reject-Reason"
-
-func (w *Worker) publishReject(ctx context.Context, r store.Reject) {
-	msg := nats.NewMsg(w.cfg.DLQPrefix + "." + r.Kind)
-	// Stored once even when a redelivered reject is published again.
-	msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("reject.%s.%d", w.cfg.Stream, r.StreamSeq))
-	msg.Header.Set(RejectReasonHeader, r.Reason)
-	msg.Header.Set("Md-Subject", r.Subject)
-	msg.Header.Set("Md-Stream-Seq", fmt.Sprint(r.StreamSeq))
-	msg.Data = r.Payload
-	if _, err := w.js.PublishMsg(ctx, msg); err != nil {
-		w.log.Warn("ingest reject not published to the DLQ stream; it is in ingest_rejects", "subject", r.Subject, "err", err)
-	}
-	w.log.Warn("ingest message rejected", "subject", r.Subject, "stream_seq", r.StreamSeq, "reason", r.Reason)
 }
 
 // watchLag samples the consumer's backlog every few seconds.

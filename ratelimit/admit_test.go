@@ -10,13 +10,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/ratelimit"
 )
 
 // TestAdmitChargesOnce: after Redis lost its scripts, the retried admission
 // charges the window once, not twice.
+// SCRIPT FLUSH runs on a private Redis, not the shared one.
 func TestAdmitChargesOnce(t *testing.T) {
-	l, rdb, _ := newLimiter(t, ratelimit.Config{Limit: 10, Window: 10 * time.Second, AuthFailLimit: 3, AuthFailWindow: time.Minute})
+	rdb, _ := testenv.PrivateRedis(t)
+	l := ratelimit.New(rdb, ratelimit.Config{Limit: 10, Window: 10 * time.Second, AuthFailLimit: 3, AuthFailWindow: time.Minute,
+		Prefix: "t:", Timeout: 2 * time.Second}, func() int { return 1 }, time.Now)
 	ctx := context.Background()
 	roomInWindow(t, rdb, 10*time.Second, 2*time.Second)
 	if _, err := l.Admit(ctx, "192.0.2.1", "acc"); err != nil {

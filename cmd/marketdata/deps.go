@@ -131,11 +131,33 @@ func ingestFlags(fs *pflag.FlagSet, ic *ingest.Config) {
 	fs.StringVar(&ic.DLQPrefix, "dlq-prefix", "md.dlq.v1", "subject prefix of rejected messages")
 	fs.StringVar(&ic.NoticeSubject, "notice-subject", defaultNoticeSubject, "subject of change notices")
 	fs.StringVar(&ic.Consumer, "consumer", "ingest", "durable consumer shared by all ingest workers")
-	fs.IntVar(&ic.Replicas, "replicas", 1, "stream replicas when ingest creates the streams (3 on a NATS cluster)")
+	replicasFlag(fs, ic)
 	fs.IntVar(&ic.BatchSize, "batch-size", 1000, "most messages per batch")
 	fs.DurationVar(&ic.Linger, "linger", 10*time.Millisecond, "how long a batch may wait for more messages after its first")
 	fs.IntVar(&ic.Appliers, "appliers", 4, "batches one process writes at once")
 	fs.DurationVar(&ic.AckWait, "ack-wait", 30*time.Second, "redeliver a message not acknowledged this long after delivery (a crashed worker's messages)")
+}
+
+// replicasFlag registers --replicas of `ingest` and `feed`.
+func replicasFlag(fs *pflag.FlagSet, ic *ingest.Config) {
+	fs.IntVar(&ic.Replicas, "replicas", 1, "replicas of the streams this command creates, or raises on a NATS cluster when fewer (overrides MD_STREAM_REPLICAS; 3 on a NATS cluster)")
+}
+
+// applyReplicas takes MD_STREAM_REPLICAS unless --replicas was given: flags
+// override the environment.
+func applyReplicas(fs *pflag.FlagSet, cfg *Config, ic *ingest.Config) {
+	if !fs.Changed("replicas") {
+		ic.Replicas = cfg.StreamReplicas
+	}
+}
+
+// validateReplicas checks --replicas (MD_STREAM_REPLICAS is checked by
+// LoadConfig).
+func validateReplicas(ic *ingest.Config) error {
+	if ic.Replicas < 1 || ic.Replicas > 5 {
+		return fmt.Errorf("--replicas: %d is not within 1..5 (JetStream's limit)", ic.Replicas)
+	}
+	return nil
 }
 
 func validateIngest(ic *ingest.Config) error {
@@ -151,10 +173,7 @@ func validateIngest(ic *ingest.Config) error {
 	if ic.AckWait < time.Second {
 		return fmt.Errorf("--ack-wait: %s is below 1s", ic.AckWait)
 	}
-	if ic.Replicas < 1 || ic.Replicas > 5 {
-		return fmt.Errorf("--replicas: %d is not within 1..5", ic.Replicas)
-	}
-	return nil
+	return validateReplicas(ic)
 }
 
 // openCaches opens Redis and NATS for a long-running process without

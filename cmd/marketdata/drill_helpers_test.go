@@ -269,7 +269,7 @@ func (d *drill) feed(n int) {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	if err := ingest.EnsureStreams(ctx, js, d.ic); err != nil {
+	if err := ingest.EnsureStreams(ctx, js, d.ic, nil); err != nil {
 		d.t.Fatal(err)
 	}
 	g := feed.NewGenerator(feed.GenConfig{Events: 12, Seed: 7, SubjectPrefix: d.ic.SubjectPrefix})
@@ -326,7 +326,7 @@ func (d *drill) publishPrices(ctx context.Context, markets []string, from, to in
 	if err != nil {
 		return err
 	}
-	if err := ingest.EnsureStreams(ctx, js, d.ic); err != nil {
+	if err := ingest.EnsureStreams(ctx, js, d.ic, nil); err != nil {
 		return err
 	}
 	for v := from; v <= to; v++ {

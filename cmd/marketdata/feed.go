@@ -62,6 +62,10 @@ func (c *cli) feedCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			applyReplicas(cmd.Flags(), cfg, &ic)
+			if err := validateReplicas(&ic); err != nil {
+				return err
+			}
 			log, err := c.logger()
 			if err != nil {
 				return err
@@ -77,6 +81,7 @@ func (c *cli) feedCmd() *cobra.Command {
 	o.flags(cmd, 1000, 100)
 	cmd.Flags().StringVar(&ic.Stream, "stream", "MARKETDATA", "JetStream stream of matcher updates (created if absent)")
 	cmd.Flags().StringVar(&ic.SubjectPrefix, "subject-prefix", "md.v1", "subject prefix of matcher updates")
+	replicasFlag(cmd.Flags(), &ic)
 	return cmd
 }
 
@@ -91,7 +96,7 @@ func runFeed(ctx context.Context, natsURL string, ic ingest.Config, o feedOption
 	if err != nil {
 		return feed.Stats{}, fmt.Errorf("feed: jetstream: %w", err)
 	}
-	if err := ingest.EnsureStreams(ctx, js, ic); err != nil {
+	if err := ingest.EnsureStreams(ctx, js, ic, log); err != nil {
 		return feed.Stats{}, err
 	}
 	g := feed.NewGenerator(feed.GenConfig{Events: o.events, Seed: o.seed, SubjectPrefix: ic.SubjectPrefix})

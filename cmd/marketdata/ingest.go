@@ -24,6 +24,7 @@ func (c *cli) ingestCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			applyReplicas(cmd.Flags(), cfg, &ic)
 			if err := validateIngest(&ic); err != nil {
 				return err
 			}
@@ -89,7 +90,14 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 		required("schema", schema.check),
 		required("postgres", st.Ping),
 		required("redis", redisCheck(rdb)),
-		required("jetstream", w.Check),
+		required("jetstream", func(ctx context.Context) error {
+			// Short replicas keep the worker ready, reported as degraded.
+			short, err := w.StreamHealth(ctx)
+			if err == nil && short != "" {
+				err = &partialError{short}
+			}
+			return err
+		}),
 	}, log)
 	if err != nil {
 		return err

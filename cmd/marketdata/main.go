@@ -72,14 +72,18 @@ func (c *cli) logger() (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
 	opts := &slog.HandlerOptions{Level: level}
+	var log *slog.Logger
 	switch c.logFormat {
 	case "json":
-		return slog.New(slog.NewJSONHandler(c.stderr, opts)), nil
+		log = slog.New(slog.NewJSONHandler(c.stderr, opts))
 	case "text":
-		return slog.New(slog.NewTextHandler(c.stderr, opts)), nil
+		log = slog.New(slog.NewTextHandler(c.stderr, opts))
 	default:
 		return nil, fmt.Errorf("--log-format: %q is not json or text", c.logFormat)
 	}
+	// go-redis logs on its own, in plain text: through ours instead.
+	installRedisLog(log)
+	return log, nil
 }
 
 // print writes a command's result: JSON with --json, else the text form.

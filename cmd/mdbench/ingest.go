@@ -93,7 +93,7 @@ func runIngestBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 	if err != nil {
 		return nil, err
 	}
-	if err := ingest.EnsureStreams(ctx, sb.JS, sb.Ingest); err != nil {
+	if err := ingest.EnsureStreams(ctx, sb.JS, sb.Ingest, log); err != nil {
 		return nil, err
 	}
 	pub, err := NewPublisher(sb.NC, p.Window)

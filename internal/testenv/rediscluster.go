@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,7 +52,7 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 	c := &RedisCluster{t: t}
 	root := t.TempDir()
 	for i := range 6 {
-		port, bus := freePort(t), freePort(t)
+		port, bus := FreePort(t), FreePort(t)
 		n := &RedisNode{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: filepath.Join(root, strconv.Itoa(i))}
 		if err := os.MkdirAll(n.dir, 0o755); err != nil {
 			t.Fatal(err)
@@ -120,17 +119,6 @@ func (c *RedisCluster) Restart(ctx context.Context, addr string) {
 	}
 	n.start(c.t)
 	c.waitPing(ctx, addr)
-}
-
-// freePort returns a loopback port nobody listens on right now.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func (c *RedisCluster) waitPing(ctx context.Context, addr string) {
@@ -409,5 +397,5 @@ func KeySlot(key string) int {
 // ClosedPort returns a loopback host:port nobody listens on (a dead server).
 func ClosedPort(t testing.TB) string {
 	t.Helper()
-	return fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	return fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 }
