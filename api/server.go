@@ -209,6 +209,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	srv := s.app.Server()
 	srv.ErrorHandler = s.readError
 	srv.SecureErrorLogMessage = true
+	srv.ConnState = edgeConnState
 	s.routes()
 	if d.NC != nil {
 		if err := s.subscribe(d.NC); err != nil {
