@@ -113,6 +113,7 @@ func TestEdgeMalformedRequests(t *testing.T) {
 		{"no method", " /public/v1/key?" + marker + " HTTP/1.1\r\n" + auth + "\r\n", 400, "could not be read"},
 		{"NUL in request target", "GET /public/v1/key?" + marker + "\x00 HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n", 400, "could not be read"},
 		{"NUL in header value", line + "Host: x\r\n" + auth + "X-Nul: a\x00b\r\n\r\n", 400, "could not be read"},
+		{"NUL with a request id", line + "Host: x\r\n" + auth + "X-Request-Id: " + marker + "\r\nX-Nul: a\x00b\r\n\r\n", 400, "could not be read"},
 		{"NUL in header name", line + "Host: x\r\n" + auth + "X-N\x00ul: 1\r\n\r\n", 400, "could not be read"},
 		{"bad content length", line + "Host: x\r\n" + auth + "Content-Length: 12ab\r\n\r\n", 400, "could not be read"},
 		{"bad chunk size", line + "Host: x\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400, "could not be read"},
