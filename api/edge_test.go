@@ -211,7 +211,9 @@ func TestEdgePartialRequest(t *testing.T) {
 // timeout, before its first request as after one.
 func TestEdgeIdleConnections(t *testing.T) {
 	e := newEnv(t)
-	n := e.node(t, withTimeouts(500*time.Millisecond, 3*time.Second))
+	// The idle wait is long enough for two requests and a request timeout
+	// on two busy cores; wantClosedQuietly waits 10 s for its end.
+	n := e.node(t, withTimeouts(500*time.Millisecond, 6*time.Second))
 	secret, _ := e.newKey(t, keyOpts{})
 
 	kept := n.dial(t)
@@ -219,9 +221,17 @@ func TestEdgeIdleConnections(t *testing.T) {
 	fresh := n.dial(t)
 	freshBr := bufio.NewReader(fresh)
 	wantOK(t, send(t, kept, keptBr, keyRequest(secret, "")).answer)
-	// Longer than the request timeout, shorter than the idle one: both
+	// A request timeout passes (a partial request started now is ended):
+	// longer than the request timeout, shorter than the idle one, both
 	// connections are still usable.
-	time.Sleep(1500 * time.Millisecond)
+	probe := n.dial(t)
+	if _, err := io.WriteString(probe, "GET /public/v1/key HTTP/1.1\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	probe.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // the read reports it
+	if _, err := io.ReadAll(probe); err != nil {
+		t.Fatalf("partial request not ended within 10 s (request timeout 500 ms): %v", err)
+	}
 	wantOK(t, send(t, kept, keptBr, keyRequest(secret, "")).answer)
 	wantOK(t, send(t, fresh, freshBr, keyRequest(secret, "")).answer)
 
