@@ -69,7 +69,7 @@ type edgeClient struct {
 // once the node logs that it ran out of file descriptors (the client waits
 // for one), false when the answer comes first (it was slow). It fails the
 // test when neither happens within 30 s.
-func edgeWaiting(t *testing.T, cl edgeClient, stderr *lockedBuffer) bool {
+func edgeWaiting(t *testing.T, cl edgeClient, stderr *testenv.LogBuffer) bool {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -113,7 +113,7 @@ func TestAPISurvivesFileExhaustion(t *testing.T) {
 		"MD_DATABASE_URL="+dsn, "MD_REDIS_PREFIX="+prefix, "MD_NATS_URL="+testenv.NATSURL,
 		"MD_REDIS_URL="+testenv.RedisURL, "MD_HTTP_ADDR="+httpAddr, "MD_ADMIN_ADDR="+adminAddr,
 		"MD_CURSOR_SECRET="+strings.Repeat("c", 32), "MD_KEY_PEPPER="+strings.Repeat("p", 32))
-	var stderr lockedBuffer
+	var stderr testenv.LogBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
