@@ -150,8 +150,9 @@ func waitSchema(ctx context.Context, g *schemaGate, fatal <-chan error) error {
 }
 
 // keepComplete rebuilds the cache whenever Redis does not hold the whole
-// listing (the first start, or Redis lost its data): at start, then every
-// minute (every 1 s to 5 s after a failed check). One worker does it at a time (a lock in Redis). After a rebuild,
+// listing (the first start, or Redis lost its data). It checks at start and
+// then every minute; after a failed check it retries within 1 s, doubling
+// to 5 s. One worker rebuilds at a time (a lock in Redis). After a rebuild,
 // flush tells API nodes to drop what they hold from the cache.
 func keepComplete(ctx context.Context, c *cache.Cache, st *store.Store, flush func() error, log *slog.Logger) {
 	t := time.NewTicker(time.Minute)
