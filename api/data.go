@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -91,7 +92,10 @@ func etagMatches(header, etag string) bool {
 }
 
 // repair writes documents read from the store back to Redis, in the
-// background: the answer does not wait for it.
+// background: the answer does not wait for it. Callers repair only what
+// Redis answered as missing: when Redis did not answer at all, a repair
+// would only wait on the dead server again. Its failures are logged at most
+// once per 10 s.
 func (s *Server) repair(events []store.EventDoc, markets []store.MarketDoc, trades []store.Trade) {
 	select {
 	case s.repairs <- struct{}{}:
@@ -103,7 +107,7 @@ func (s *Server) repair(events []store.EventDoc, markets []store.MarketDoc, trad
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := s.cache.ApplyDocs(ctx, events, markets, trades); err != nil {
-			s.log.Warn("cache repair failed", "err", err)
+			s.repairWarn.Log(ctx, s.log, slog.LevelWarn, "cache repair failed", "err", err)
 		}
 	}()
 }
@@ -134,7 +138,8 @@ func (s *Server) getEvent(c *fiber.Ctx) error {
 		}
 		d := s.cache.Rules().RenderEvent(docs[0])
 		e = cache.EventEntry{Found: true, Body: d.Body, MergedInto: d.MergedInto}
-		if docs[0].Rev > 0 {
+		// err == nil: Redis answered, without the event.
+		if docs[0].Rev > 0 && err == nil {
 			s.repair(docs, nil, nil)
 		}
 	}
@@ -178,6 +183,9 @@ func (s *Server) snapshot(c *fiber.Ctx) error {
 		return perr
 	}
 	var lost []string
+	// absent are the lost items Redis answered as missing: only they are
+	// repaired.
+	var absent map[string]bool
 	for j, i := range miss {
 		if !fetched {
 			lost = append(lost, ids[i])
@@ -186,6 +194,12 @@ func (s *Server) snapshot(c *fiber.Ctx) error {
 		e, err := cache.ParseMarket(cmds[j])
 		if err != nil || !e.Found {
 			lost = append(lost, ids[i])
+			if err == nil {
+				if absent == nil {
+					absent = make(map[string]bool)
+				}
+				absent[ids[i]] = true
+			}
 			continue
 		}
 		entries[i] = e
@@ -200,7 +214,7 @@ func (s *Server) snapshot(c *fiber.Ctx) error {
 		var known []store.MarketDoc
 		for _, d := range docs {
 			byID[d.ID] = s.cache.Rules().RenderMarket(d)
-			if d.Rev > 0 {
+			if d.Rev > 0 && absent[d.ID] {
 				known = append(known, d)
 			}
 		}
@@ -271,10 +285,14 @@ func (s *Server) trades(c *fiber.Ctx) error {
 		return fail(KindNotFound, "no market has this id")
 	}
 	m, err := cache.ParseMarket(mcmd)
+	// unanswered: Redis did not answer (not worth a repair), as opposed to
+	// answering without the data.
+	unanswered := err != nil
 	// After Redis lost its data, the price item may be back before the trade
 	// list (see cache.QueueComplete): read the trades from the store until
 	// the listing is rebuilt.
 	if complete, cerr := okcmd.Result(); err == nil && (cerr != nil || complete != 1) {
+		unanswered = cerr != nil
 		err = errors.Join(cerr, cache.ErrListingIncomplete)
 	}
 	var items [][]byte
@@ -284,7 +302,7 @@ func (s *Server) trades(c *fiber.Ctx) error {
 		}
 		vals, terr := tcmd.Result()
 		if terr != nil {
-			err = terr
+			err, unanswered = terr, true
 		}
 		for _, v := range vals {
 			items = append(items, []byte(v))
@@ -307,7 +325,9 @@ func (s *Server) trades(c *fiber.Ctx) error {
 		for i := range trades[:min(limit, len(trades))] {
 			items = append(items, cache.RenderTrade(&trades[i]))
 		}
-		s.repair(nil, docs, trades)
+		if !unanswered {
+			s.repair(nil, docs, trades)
+		}
 	}
 	return sendList(c, items, nil, false)
 }

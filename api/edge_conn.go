@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // edgeConn is one accepted connection with the contract's read deadlines
@@ -20,10 +22,14 @@ import (
 // opened a connection and has not spoken yet gets an unasked 408 after
 // ReadTimeout. So the node gives fasthttp no read timeouts and the
 // connection keeps them: it knows when a request's first byte arrives (a
-// read that returns data while idle) and when the request has been read (the
-// server writes its answer). An idle wait that runs out looks like the
-// client closing (io.EOF), which fasthttp ends without an answer; a request
-// that runs out gets the timeout error, which the edge answers 408.
+// read that returns data while idle, or fasthttp's StateActive for a
+// request whose first bytes it already buffered: pipelining) and when the
+// answer is done (fasthttp's StateIdle, see edgeConnState). A write does not
+// end the request: fasthttp writes an interim "100 Continue" before the
+// body, and flushes a pipelined answer while the next request is half read.
+// An idle wait that runs out looks like the client closing (io.EOF), which
+// fasthttp ends without an answer; a request that runs out gets the timeout
+// error, which the edge answers 408.
 //
 // Anyone else setting a read deadline (fasthttp before handing a hijacked
 // connection to a WebSocket handler) takes the deadlines over: from then on
@@ -32,10 +38,11 @@ type edgeConn struct {
 	net.Conn
 	requestTimeout time.Duration
 	idleTimeout    time.Duration
-	// inRequest: a byte of a request has arrived and its answer has not
-	// been written. Only the serving goroutine touches it, and only while
-	// the connection is not handed over.
+	// inRequest: a byte of a request has arrived and its answer is not
+	// done; answered: some answer is done. Only the serving goroutine
+	// touches them, and only while the connection is not handed over.
 	inRequest  bool
+	answered   bool
 	handedOver atomic.Bool
 	closeOnce  sync.Once
 	onClose    func()
@@ -64,14 +71,43 @@ func (c *edgeConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Write marks the request as read (its answer is being written) and starts
-// the idle wait for the next one.
-func (c *edgeConn) Write(p []byte) (int, error) {
-	if !c.handedOver.Load() && c.inRequest {
-		c.inRequest = false
-		c.Conn.SetReadDeadline(time.Now().Add(c.idleTimeout)) //nolint:errcheck // as above
+// active is fasthttp's StateActive: a request begins. After a first
+// answer it means a byte of the next request is at hand, perhaps already
+// buffered by fasthttp with the previous request (no Read saw it): the
+// request deadline starts now. (Before the first request fasthttp may say
+// so before any byte arrived; Read starts that request.)
+func (c *edgeConn) active() {
+	if c.handedOver.Load() || c.inRequest || !c.answered {
+		return
 	}
-	return c.Conn.Write(p)
+	c.inRequest = true
+	c.Conn.SetReadDeadline(time.Now().Add(c.requestTimeout)) //nolint:errcheck // as above
+}
+
+// idle is fasthttp's StateIdle: the answer is done; the idle wait for the
+// next request starts.
+func (c *edgeConn) idle() {
+	if c.handedOver.Load() {
+		return
+	}
+	c.inRequest, c.answered = false, true
+	c.Conn.SetReadDeadline(time.Now().Add(c.idleTimeout)) //nolint:errcheck // as above
+}
+
+// edgeConnState is the fasthttp.Server's ConnState hook that tells each
+// edgeConn where its requests begin and end. fasthttp calls it for
+// StateActive and StateIdle on the connection's serving goroutine.
+func edgeConnState(nc net.Conn, st fasthttp.ConnState) {
+	c, ok := nc.(*edgeConn)
+	if !ok {
+		return
+	}
+	switch st {
+	case fasthttp.StateActive:
+		c.active()
+	case fasthttp.StateIdle:
+		c.idle()
+	}
 }
 
 // SetDeadline hands the read deadlines over to the caller.

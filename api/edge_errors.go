@@ -37,7 +37,7 @@ const (
 // request.
 func (s *Server) readError(ctx *fasthttp.RequestCtx, err error) {
 	status, msg, reason := classifyReadError(err)
-	id := requestIDPrefix + strconv.FormatUint(requestIDSeq.Add(1)+1<<40, 16)
+	id := newRequestID()
 	ctx.Response.Reset()
 	writeEdgeError(&ctx.Response, status, msg, id)
 	s.requests.WithLabelValues("unparsed", strconv.Itoa(status)).Inc()
@@ -77,7 +77,9 @@ func writeEdgeError(r *fasthttp.Response, status int, msg, id string) {
 // refuseControlBytes answers 400 (fixed message, connection closed) to a
 // request whose target or headers hold control bytes (NUL, CR, LF, the
 // other C0 bytes but tab, DEL). fasthttp reads them; HTTP forbids them
-// (RFC 9110 5.5) and nothing behind the edge expects them.
+// (RFC 9110 5.5) and nothing behind the edge expects them. The answer gets
+// a fresh X-Request-Id, as readError's: the caller's would echo bytes of a
+// request refused as unreadable.
 func (s *Server) refuseControlBytes(c *fiber.Ctx) error {
 	req := c.Request()
 	bad := hasControlByte(req.Header.RequestURI()) || hasControlByte(req.Header.Method())
@@ -89,8 +91,10 @@ func (s *Server) refuseControlBytes(c *fiber.Ctx) error {
 	if !bad {
 		return c.Next()
 	}
+	id := newRequestID()
+	c.Locals(localRequestID, id)
 	c.Response().SetConnectionClose()
-	writeEdgeError(c.Response(), fiber.StatusBadRequest, msgUnreadable, requestID(c))
+	writeEdgeError(c.Response(), fiber.StatusBadRequest, msgUnreadable, id)
 	return nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"regexp"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,7 +25,7 @@ const fuzzSecret = "mdk_live_FuzzSeedSecretFuzzSeedSecretFuzzSe1234"
 
 // fuzzNode serves a real api.Server (real store, limiter and logs) on a
 // loopback listener for the whole fuzz run; the log goes to logs.
-func fuzzNode(f *testing.F) (addr string, logs *takeBuffer) {
+func fuzzNode(f *testing.F) (addr string, logs *testenv.LogBuffer) {
 	f.Helper()
 	dsn := testenv.Database(f)
 	if _, err := store.Migrate(f.Context(), dsn); err != nil {
@@ -38,7 +37,7 @@ func fuzzNode(f *testing.F) (addr string, logs *takeBuffer) {
 	}
 	f.Cleanup(pool.Close)
 	rdb, prefix := testenv.Redis(f)
-	logs = &takeBuffer{}
+	logs = &testenv.LogBuffer{}
 	srv, err := api.New(api.Config{
 		DocsOrigin: docsOrigin, KeyPepper: randomBytes(32), CursorSecret: randomBytes(32),
 		RequestTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second,
@@ -65,27 +64,6 @@ func fuzzNode(f *testing.F) (addr string, logs *takeBuffer) {
 		<-served
 	})
 	return ln.Addr().String(), logs
-}
-
-// takeBuffer collects log output; take empties it.
-type takeBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *takeBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-func (b *takeBuffer) take() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := b.buf
-	b.buf = nil
-	return out
 }
 
 var authLine = regexp.MustCompile(`(?im)^authorization:[ \t]*bearer[ \t]+([A-Za-z0-9_-]{12,})`)
@@ -144,7 +122,7 @@ func FuzzRawRequest(f *testing.F) {
 			}
 		}
 		// Inputs run one at a time: what the log holds now is this input's.
-		logged := logs.take()
+		logged := logs.Take()
 		for _, m := range authLine.FindAllSubmatch(raw, -1) {
 			secret := m[1]
 			if bytes.Count(raw, secret) != 1 {

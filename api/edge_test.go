@@ -113,6 +113,7 @@ func TestEdgeMalformedRequests(t *testing.T) {
 		{"no method", " /public/v1/key?" + marker + " HTTP/1.1\r\n" + auth + "\r\n", 400, "could not be read"},
 		{"NUL in request target", "GET /public/v1/key?" + marker + "\x00 HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n", 400, "could not be read"},
 		{"NUL in header value", line + "Host: x\r\n" + auth + "X-Nul: a\x00b\r\n\r\n", 400, "could not be read"},
+		{"NUL with a request id", line + "Host: x\r\n" + auth + "X-Request-Id: " + marker + "\r\nX-Nul: a\x00b\r\n\r\n", 400, "could not be read"},
 		{"NUL in header name", line + "Host: x\r\n" + auth + "X-N\x00ul: 1\r\n\r\n", 400, "could not be read"},
 		{"bad content length", line + "Host: x\r\n" + auth + "Content-Length: 12ab\r\n\r\n", 400, "could not be read"},
 		{"bad chunk size", line + "Host: x\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400, "could not be read"},
@@ -210,7 +211,9 @@ func TestEdgePartialRequest(t *testing.T) {
 // timeout, before its first request as after one.
 func TestEdgeIdleConnections(t *testing.T) {
 	e := newEnv(t)
-	n := e.node(t, withTimeouts(500*time.Millisecond, 3*time.Second))
+	// The idle wait is long enough for two requests and a request timeout
+	// on two busy cores; wantClosedQuietly waits 10 s for its end.
+	n := e.node(t, withTimeouts(500*time.Millisecond, 6*time.Second))
 	secret, _ := e.newKey(t, keyOpts{})
 
 	kept := n.dial(t)
@@ -218,9 +221,17 @@ func TestEdgeIdleConnections(t *testing.T) {
 	fresh := n.dial(t)
 	freshBr := bufio.NewReader(fresh)
 	wantOK(t, send(t, kept, keptBr, keyRequest(secret, "")).answer)
-	// Longer than the request timeout, shorter than the idle one: both
+	// A request timeout passes (a partial request started now is ended):
+	// longer than the request timeout, shorter than the idle one, both
 	// connections are still usable.
-	time.Sleep(1500 * time.Millisecond)
+	probe := n.dial(t)
+	if _, err := io.WriteString(probe, "GET /public/v1/key HTTP/1.1\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	probe.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // the read reports it
+	if _, err := io.ReadAll(probe); err != nil {
+		t.Fatalf("partial request not ended within 10 s (request timeout 500 ms): %v", err)
+	}
 	wantOK(t, send(t, kept, keptBr, keyRequest(secret, "")).answer)
 	wantOK(t, send(t, fresh, freshBr, keyRequest(secret, "")).answer)
 

@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -47,24 +46,6 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.off += d
-}
-
-// syncBuffer collects a node's log output; handlers write from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // env is one test's slice of the shared services: a migrated database, a
@@ -152,7 +133,7 @@ func withSetup(fn func(*api.Server)) option      { return func(c *nodeConfig) { 
 type node struct {
 	srv  *api.Server
 	base string // http://host:port
-	logs *syncBuffer
+	logs *testenv.LogBuffer
 	e    *env
 }
 
@@ -184,7 +165,7 @@ func (e *env) start(t *testing.T, cfg nodeConfig) *node {
 	if err != nil {
 		testenv.Unavailable(t, "NATS", err)
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	srv, err := api.New(cfg.api, api.Deps{
 		Credentials: cfg.creds, Cache: cfg.cache, Fallback: cfg.fallback,
 		Limiter: ratelimit.New(cfg.rdb, cfg.limit, nil, nil),

@@ -32,12 +32,18 @@ var (
 	requestIDSeq atomic.Uint64
 )
 
+// newRequestID is a fresh request id: this process's prefix and the next
+// number.
+func newRequestID() string {
+	return requestIDPrefix + strconv.FormatUint(requestIDSeq.Add(1)+1<<40, 16)
+}
+
 // requestID puts X-Request-Id on every answer: the caller's, when it is a
 // plain token, else a fresh one.
 func (s *Server) requestID(c *fiber.Ctx) error {
 	id := c.Get(fiber.HeaderXRequestID)
 	if id == "" || !requestIDPattern.MatchString(id) {
-		id = requestIDPrefix + strconv.FormatUint(requestIDSeq.Add(1)+1<<40, 16)
+		id = newRequestID()
 	} else {
 		id = strings.Clone(id) // Fiber reuses header memory after the handler
 	}

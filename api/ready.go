@@ -3,7 +3,11 @@ package api
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
+
+	"github.com/marketdata/marketdata/internal/ratelog"
+	"github.com/marketdata/marketdata/internal/retry"
 )
 
 // errSearchNotLoaded is Ready's answer until the first load succeeded.
@@ -23,8 +27,8 @@ func (s *Server) Ready() error {
 // to 5 s) while its sources do not answer, then keeps it fresh. Failures
 // are logged at the first attempt and then every 30 s, not once per try.
 func (s *Server) loadSearch(ctx context.Context) {
-	wait := 200 * time.Millisecond
-	var lastLog time.Time
+	wait := retry.Backoff{First: 200 * time.Millisecond, Max: 5 * time.Second}
+	warn := ratelog.Limiter{Every: 30 * time.Second}
 	for !s.search.Ready() {
 		err := s.search.Load(ctx)
 		if err == nil {
@@ -33,18 +37,14 @@ func (s *Server) loadSearch(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if s.log != nil && time.Since(lastLog) >= 30*time.Second {
-			s.log.Warn("search index not loaded; the node stays unready and retries", "err", err)
-			lastLog = time.Now()
+		if s.log != nil {
+			warn.Log(ctx, s.log, slog.LevelWarn, "search index not loaded; the node stays unready and retries", "err", err)
 		}
-		select {
-		case <-ctx.Done():
+		if wait.Wait(ctx) != nil {
 			return
-		case <-time.After(wait):
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
-	if s.log != nil && !lastLog.IsZero() {
+	if s.log != nil && wait.Retrying() {
 		s.log.Info("search index loaded; the node is ready", "events", s.search.Len())
 	}
 	go s.search.Run(ctx, s.cfg.SearchResync)

@@ -113,6 +113,8 @@ type Server struct {
 	// limitsWarn and authFailWarn keep the "decided by this node alone"
 	// WARNs (one per request while Redis is down) to one per 10 s.
 	limitsWarn, authFailWarn ratelog.Limiter
+	// repairWarn keeps "cache repair failed" to one per 10 s.
+	repairWarn ratelog.Limiter
 }
 
 // New builds a node; Serve starts it.
@@ -207,6 +209,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	srv := s.app.Server()
 	srv.ErrorHandler = s.readError
 	srv.SecureErrorLogMessage = true
+	srv.ConnState = edgeConnState
 	s.routes()
 	if d.NC != nil {
 		if err := s.subscribe(d.NC); err != nil {

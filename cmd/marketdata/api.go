@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/marketdata/marketdata/api"
+	"github.com/marketdata/marketdata/internal/ratelog"
 	"github.com/marketdata/marketdata/ratelimit"
 	"github.com/marketdata/marketdata/store"
 )
@@ -214,14 +214,13 @@ func replicaReads(replica, primary *store.Store, reg prometheus.Registerer, log 
 		Help: "Data reads the primary answered because the read replica could not be reached.",
 	})
 	reg.MustRegister(fell)
-	var lastLog atomic.Int64
+	warn := &ratelog.Limiter{Every: 30 * time.Second}
 	return &store.ReplicaReads{
 		Replica: replica, Primary: primary,
 		OnFallback: func(err error) {
 			fell.Inc()
-			now := time.Now().UnixNano()
-			if last := lastLog.Load(); err != nil && now-last >= int64(30*time.Second) && lastLog.CompareAndSwap(last, now) {
-				log.Warn("read replica unreachable; reading from the primary", "err", err)
+			if err != nil {
+				warn.Log(context.Background(), log, slog.LevelWarn, "read replica unreachable; reading from the primary", "err", err)
 			}
 		},
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -31,7 +30,7 @@ type drill struct {
 	t   *testing.T
 	env map[string]string
 	ic  ingest.Config
-	log *lockedBuffer
+	log *testenv.LogBuffer
 }
 
 // newDrill configures a world on the given services with names of its own.
@@ -39,7 +38,7 @@ func newDrill(t *testing.T, databaseURL, redisURL, natsURL string) *drill {
 	t.Helper()
 	id := testenv.Name("d")
 	up := strings.ToUpper(id)
-	d := &drill{t: t, log: &lockedBuffer{}, env: map[string]string{
+	d := &drill{t: t, log: &testenv.LogBuffer{}, env: map[string]string{
 		"MD_DATABASE_URL":       databaseURL,
 		"MD_REDIS_URL":          redisURL,
 		"MD_REDIS_PREFIX":       id + ":",
@@ -77,24 +76,6 @@ func (d *drill) config() *Config {
 
 func (d *drill) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(d.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-// lockedBuffer is a log sink many goroutines write.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // proc is a node run in-process: its addresses and how to stop it.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/ingest"
+	"github.com/marketdata/marketdata/internal/ratelog"
+	"github.com/marketdata/marketdata/internal/retry"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -150,32 +152,30 @@ func waitSchema(ctx context.Context, g *schemaGate, fatal <-chan error) error {
 }
 
 // keepComplete rebuilds the cache whenever Redis does not hold the whole
-// listing (the first start, or Redis lost its data): at start, then every
-// minute (every 1 s to 5 s after a failed check). One worker does it at a time (a lock in Redis). After a rebuild,
+// listing (the first start, or Redis lost its data). It checks at start and
+// then every minute; after a failed check it retries within 1 s, doubling
+// to 5 s. One worker rebuilds at a time (a lock in Redis). After a rebuild,
 // flush tells API nodes to drop what they hold from the cache.
 func keepComplete(ctx context.Context, c *cache.Cache, st *store.Store, flush func() error, log *slog.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
-	const firstRetry = time.Second
-	retry := firstRetry
-	var lastLog time.Time
+	wait := retry.Backoff{First: time.Second, Max: 5 * time.Second}
+	warn := &ratelog.Limiter{Every: time.Minute}
 	for {
 		rebuilt, stats, err := c.EnsureComplete(ctx, st)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			if time.Since(lastLog) >= time.Minute {
-				log.Warn("cache completeness check failed; retrying", "err", err)
-				lastLog = time.Now()
-			}
+			warn.Log(ctx, log, slog.LevelWarn, "cache completeness check failed; retrying", "err", err)
 			// Redis or Postgres is down: try again within seconds rather
 			// than a minute, so a Redis that comes back empty is refilled
 			// soon.
-			t.Reset(retry)
-			retry = min(2*retry, 5*time.Second)
+			t.Reset(wait.Next())
 		case err == nil:
-			if retry != firstRetry {
+			if wait.Retrying() {
 				t.Reset(time.Minute)
-				retry, lastLog = firstRetry, time.Time{}
+				wait.Reset()
+				// The next outage's first failure is logged at once.
+				warn = &ratelog.Limiter{Every: time.Minute}
 			}
 			if rebuilt {
 				log.Info("cache rebuilt: Redis did not hold the whole listing", "events", stats.Events,

@@ -1,41 +1,23 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer for writers on several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestRedisLogsAsJSON: after the process's logger is set up, a line go-redis
 // logs itself (a failed dial) comes out as one JSON WARN record through our
 // logger, not as plain text; repeats are held back.
 func TestRedisLogsAsJSON(t *testing.T) {
-	var stderr syncBuffer
+	var stderr testenv.LogBuffer
 	c := &cli{stderr: &stderr, logFormat: "json", logLevel: "info"}
 	if _, err := c.logger(); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/marketdata/marketdata/internal/retry"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -71,14 +72,11 @@ func watchSchema(ctx context.Context, stores []*store.Store, log *slog.Logger, f
 	}
 	log.Warn("postgres does not answer; starting unready, the schema is checked once it answers")
 	go func() {
-		wait := 250 * time.Millisecond
+		wait := retry.Backoff{First: 250 * time.Millisecond, Max: 2 * time.Second}
 		for {
-			select {
-			case <-ctx.Done():
+			if wait.Wait(ctx) != nil {
 				return
-			case <-time.After(wait):
 			}
-			wait = min(2*wait, 2*time.Second)
 			ok, err := try()
 			if err != nil {
 				fatal <- err
