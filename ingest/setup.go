@@ -161,7 +161,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 		return nil
 	}
 	reason := reasonNotClustered
-	if info.Cluster != nil {
+	if !standalone(info.Cluster) {
 		if configured < want {
 			raised := info.Config
 			raised.Replicas = want
