@@ -132,9 +132,10 @@ func (c *Cluster) Changes() uint64 { return c.changes.Load() }
 func (c *Cluster) NodesDown() int { return int(c.down.Load()) }
 
 // noteError records a failed command that may mean the topology moved (the
-// watcher looks harder for a while).
-func (c *Cluster) noteError(err error) {
-	if clusterTrouble(err) {
+// watcher looks harder for a while). A failure after the caller's context
+// ended is the caller's deadline, not the cluster's trouble.
+func (c *Cluster) noteError(ctx context.Context, err error) {
+	if ctx.Err() == nil && clusterTrouble(err) {
 		c.lastErr.Store(time.Now().UnixNano())
 	}
 }
@@ -316,7 +317,7 @@ type errorHook struct{ c *Cluster }
 func (h errorHook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := next(ctx, network, addr)
-		h.c.noteError(err)
+		h.c.noteError(ctx, err)
 		return conn, err
 	}
 }
@@ -324,7 +325,7 @@ func (h errorHook) DialHook(next redis.DialHook) redis.DialHook {
 func (h errorHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		h.c.noteError(err)
+		h.c.noteError(ctx, err)
 		return err
 	}
 }
@@ -332,10 +333,10 @@ func (h errorHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h errorHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		h.c.noteError(err)
+		h.c.noteError(ctx, err)
 		for _, cmd := range cmds {
 			if e := cmd.Err(); e != nil {
-				h.c.noteError(e)
+				h.c.noteError(ctx, e)
 				break
 			}
 		}

@@ -93,3 +93,21 @@ func TestClusterCloseTwice(t *testing.T) {
 		t.Errorf("second close: got %v, want nil", err)
 	}
 }
+
+// TestClusterNoteErrorAfterDeadline: a dial that failed because the
+// caller's own deadline passed does not alarm the watcher; the same error
+// with time left does.
+func TestClusterNoteErrorAfterDeadline(t *testing.T) {
+	c := &Cluster{} // no client, no watcher: nothing else notes errors
+	timeout := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	c.noteError(ended, timeout)
+	if c.troubled() {
+		t.Errorf("troubled after a dial that outlived the caller's context: got true, want false")
+	}
+	c.noteError(context.Background(), timeout)
+	if !c.troubled() {
+		t.Errorf("troubled after a dial timeout: got false, want true")
+	}
+}
