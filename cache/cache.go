@@ -26,7 +26,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -69,7 +71,7 @@ func Open(url string) (redis.UniversalClient, error) {
 		if strings.Contains(url, "://") {
 			opt, err := redis.ParseClusterURL(url)
 			if err != nil {
-				return nil, fmt.Errorf("cache: parse redis cluster url: %w", err)
+				return nil, fmt.Errorf("cache: parse redis cluster url: %w", urlError(err))
 			}
 			return newCluster(opt), nil
 		}
@@ -86,21 +88,37 @@ func Open(url string) (redis.UniversalClient, error) {
 	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("cache: parse redis url: %w", err)
+		return nil, fmt.Errorf("cache: parse redis url: %w", urlError(err))
 	}
-	if opt.DialTimeout == 0 {
-		opt.DialTimeout = dialTimeout
-	}
-	if opt.ReadTimeout == 0 {
-		opt.ReadTimeout = ioTimeout
-	}
-	if opt.WriteTimeout == 0 {
-		opt.WriteTimeout = ioTimeout
-	}
-	if opt.PoolTimeout == 0 {
-		opt.PoolTimeout = poolTimeout
-	}
+	clientDefaults(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout)
 	return redis.NewClient(opt), nil
+}
+
+// clientDefaults sets the timeouts of a Redis client the URL left unset.
+func clientDefaults(dial, read, write, pool *time.Duration) {
+	for _, d := range []struct {
+		p *time.Duration
+		v time.Duration
+	}{{dial, dialTimeout}, {read, ioTimeout}, {write, ioTimeout}, {pool, poolTimeout}} {
+		if *d.p == 0 {
+			*d.p = d.v
+		}
+	}
+}
+
+// urlError drops the URL from a parse error: net/url's *url.Error quotes
+// the whole URL, password included. What is left says which part was wrong.
+func urlError(err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		var eerr url.EscapeError
+		if errors.As(uerr.Err, &eerr) {
+			// It quotes the bad escape, which may be part of the password.
+			return fmt.Errorf("%s: invalid %%-escape in the URL", uerr.Op)
+		}
+		return fmt.Errorf("%s: %w", uerr.Op, uerr.Err)
+	}
+	return err
 }
 
 // IsClusterURL reports whether MD_REDIS_URL names a Redis Cluster: a URL

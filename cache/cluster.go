@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -86,18 +85,7 @@ func newCluster(opt *redis.ClusterOptions) *Cluster {
 }
 
 func clusterDefaults(opt *redis.ClusterOptions) {
-	if opt.DialTimeout == 0 {
-		opt.DialTimeout = dialTimeout
-	}
-	if opt.ReadTimeout == 0 {
-		opt.ReadTimeout = ioTimeout
-	}
-	if opt.WriteTimeout == 0 {
-		opt.WriteTimeout = ioTimeout
-	}
-	if opt.PoolTimeout == 0 {
-		opt.PoolTimeout = poolTimeout
-	}
+	clientDefaults(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout)
 	if opt.MinIdleConns == 0 {
 		opt.MinIdleConns = minIdleConns
 	}
@@ -110,19 +98,22 @@ func clusterDefaults(opt *redis.ClusterOptions) {
 	}
 }
 
-// Close stops the watcher and closes the client.
+// Close stops the watcher and closes the client. Closing twice is not an
+// error.
 func (c *Cluster) Close() error {
+	var err error
 	c.stopOnce.Do(func() {
 		close(c.stop)
 		<-c.stopped
+		c.mu.Lock()
+		for _, p := range c.probes {
+			p.Close()
+		}
+		c.probes = map[string]*redis.Client{}
+		c.mu.Unlock()
+		err = c.ClusterClient.Close()
 	})
-	c.mu.Lock()
-	for _, p := range c.probes {
-		p.Close()
-	}
-	c.probes = map[string]*redis.Client{}
-	c.mu.Unlock()
-	return c.ClusterClient.Close()
+	return err
 }
 
 // SetLogger makes the watcher log what it sees: masters changing, nodes
@@ -140,22 +131,13 @@ func (c *Cluster) Changes() uint64 { return c.changes.Load() }
 // last look, or -1 when no node answered it.
 func (c *Cluster) NodesDown() int { return int(c.down.Load()) }
 
-// noteError records a failed command (the watcher looks harder for a while).
-func (c *Cluster) noteError(err error) {
-	if err == nil || errors.Is(err, redis.Nil) || errors.Is(err, context.Canceled) {
-		return
+// noteError records a failed command that may mean the topology moved (the
+// watcher looks harder for a while). A failure after the caller's context
+// ended is the caller's deadline, not the cluster's trouble.
+func (c *Cluster) noteError(ctx context.Context, err error) {
+	if ctx.Err() == nil && clusterTrouble(err) {
+		c.lastErr.Store(time.Now().UnixNano())
 	}
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		// An answer from a live node: only cluster-state answers mean the
-		// topology may have moved.
-		msg := rerr.Error()
-		if !strings.HasPrefix(msg, "CLUSTERDOWN") && !strings.HasPrefix(msg, "TRYAGAIN") &&
-			!strings.HasPrefix(msg, "MOVED") && !strings.HasPrefix(msg, "LOADING") && !strings.HasPrefix(msg, "READONLY") {
-			return
-		}
-	}
-	c.lastErr.Store(time.Now().UnixNano())
 }
 
 func (c *Cluster) troubled() bool {
@@ -237,12 +219,34 @@ func (c *Cluster) readView(ctx context.Context) (clusterView, bool) {
 		if err != nil {
 			continue
 		}
+		view := parseView(out)
 		c.mu.Lock()
 		c.last = a
 		c.mu.Unlock()
-		return parseView(out), true
+		c.pruneProbes(view.addrs)
+		return view, true
 	}
 	return clusterView{}, false
+}
+
+// pruneProbes closes the probes of addresses that are neither in the
+// cluster's view nor configured: a node that left or moved.
+func (c *Cluster) pruneProbes(addrs []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for a, p := range c.probes {
+		if !slices.Contains(addrs, a) && !slices.Contains(c.opt.Addrs, a) {
+			p.Close()
+			delete(c.probes, a)
+		}
+	}
+}
+
+// probeAddrs returns the addresses the watcher holds a probe for, sorted.
+func (c *Cluster) probeAddrs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Sorted(maps.Keys(c.probes))
 }
 
 // probe returns the watcher's own one-connection client for addr, with the
@@ -313,7 +317,7 @@ type errorHook struct{ c *Cluster }
 func (h errorHook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := next(ctx, network, addr)
-		h.c.noteError(err)
+		h.c.noteError(ctx, err)
 		return conn, err
 	}
 }
@@ -321,7 +325,7 @@ func (h errorHook) DialHook(next redis.DialHook) redis.DialHook {
 func (h errorHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		h.c.noteError(err)
+		h.c.noteError(ctx, err)
 		return err
 	}
 }
@@ -329,10 +333,10 @@ func (h errorHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h errorHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		h.c.noteError(err)
+		h.c.noteError(ctx, err)
 		for _, cmd := range cmds {
 			if e := cmd.Err(); e != nil {
-				h.c.noteError(e)
+				h.c.noteError(ctx, e)
 				break
 			}
 		}

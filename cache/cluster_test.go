@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -268,5 +270,78 @@ func TestOpenURLs(t *testing.T) {
 			t.Errorf("%s: got %T", tc.url, rdb)
 		}
 		rdb.Close()
+	}
+}
+
+// TestClusterRebuildBehindRewrittenAddresses: when the client reaches the
+// cluster under another name than the nodes announce (a hostname, NAT),
+// go-redis rewrites the announced loopback addresses, and a rebuild still
+// knows it scanned every master and prunes junk.
+func TestClusterRebuildBehindRewrittenAddresses(t *testing.T) {
+	ctx := context.Background()
+	cl := testenv.StartRedisCluster(t)
+	const host = "redis.nat.invalid"
+	var addrs []string
+	for _, a := range cl.Addrs() {
+		_, port, _ := net.SplitHostPort(a)
+		addrs = append(addrs, net.JoinHostPort(host, port))
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: addrs,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			_, port, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
+		},
+	})
+	t.Cleanup(func() { rdb.Close() })
+	c := cache.New(rdb, "md:", testRules())
+	st := newStore(t)
+	b := spreadBatch(20, 1)
+	res, err := st.ApplyBatch(ctx, &b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(t, c, res)
+	must(t, rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		if a := m.Options().Addr; !strings.HasPrefix(a, host+":") {
+			return fmt.Errorf("master dialled as %s, want the rewritten %s:port", a, host)
+		}
+		return nil
+	}))
+	for i := range 30 {
+		must(t, rdb.Set(ctx, fmt.Sprintf("md:{e:junk%d}", i), "x", 0).Err())
+	}
+	stats := rebuild(t, st, c)
+	if stats.Pruned < 30 {
+		t.Errorf("pruned: got %d, want at least 30 junk keys", stats.Pruned)
+	}
+}
+
+// TestOpenErrorHidesPassword: a malformed MD_REDIS_URL is reported without
+// the URL, so its password never reaches a log.
+func TestOpenErrorHidesPassword(t *testing.T) {
+	const secret = "s3cretPW"
+	for _, url := range []string{
+		"redis://user:" + secret + "@127.0.0.1:notaport/0",
+		"rediss://user:" + secret + "@127.0.0.1:6379/0?dial_timeout=never",
+		"redis://user:" + secret + "%zz@127.0.0.1:6379/0",
+		"redis://user:" + secret + "@127.0.0.1:notaport?addr=127.0.0.1:7001",
+		"redis://user:" + secret + "%zz@127.0.0.1:7000?addr=127.0.0.1:7001",
+		"redis://user:" + secret + "@127.0.0.1:7000?addr=127.0.0.1:7001&nope=1",
+	} {
+		_, err := cache.Open(url)
+		if err == nil {
+			t.Errorf("open of a malformed url: got no error")
+			continue
+		}
+		if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "%zz") {
+			t.Errorf("open error quotes the password: %q", err)
+		} else {
+			t.Logf("error: %v", err)
+		}
 	}
 }

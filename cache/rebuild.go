@@ -357,7 +357,6 @@ func (c *Cache) prune(ctx context.Context, before present, keep, listed map[stri
 // during the scan) is an error: a key the scan missed could not be pruned.
 func (c *Cache) forEachKey(ctx context.Context, pattern string, fn func(string) error) error {
 	var mu sync.Mutex
-	scanned := map[string]bool{}
 	scan := func(ctx context.Context, client *redis.Client) error {
 		iter := client.Scan(ctx, 0, pattern, 1000).Iterator()
 		for iter.Next(ctx) {
@@ -371,14 +370,28 @@ func (c *Cache) forEachKey(ctx context.Context, pattern string, fn func(string) 
 		if err := iter.Err(); err != nil {
 			return fmt.Errorf("scan %s: %w", client.Options().Addr, err)
 		}
-		mu.Lock()
-		scanned[client.Options().Addr] = true
-		mu.Unlock()
 		return nil
 	}
 	switch r := c.rdb.(type) {
 	case clusterClient:
-		if err := r.ForEachMaster(ctx, scan); err != nil {
+		// Masters are told apart by node ID, not address: go-redis rewrites
+		// the addresses CLUSTER SLOTS announces (loopback behind a hostname,
+		// NAT), so the address a client dials need not be the announced one.
+		scanned := map[string]bool{}
+		err := r.ForEachMaster(ctx, func(ctx context.Context, client *redis.Client) error {
+			id, err := client.ClusterMyID(ctx).Result()
+			if err != nil {
+				return fmt.Errorf("cluster myid %s: %w", client.Options().Addr, err)
+			}
+			if err := scan(ctx, client); err != nil {
+				return err
+			}
+			mu.Lock()
+			scanned[id] = true
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
 			return err
 		}
 		slots, err := r.ClusterSlots(ctx).Result()
@@ -386,7 +399,7 @@ func (c *Cache) forEachKey(ctx context.Context, pattern string, fn func(string) 
 			return fmt.Errorf("read the slot map: %w", err)
 		}
 		for _, s := range slots {
-			if len(s.Nodes) == 0 || !scanned[s.Nodes[0].Addr] {
+			if len(s.Nodes) == 0 || !scanned[s.Nodes[0].ID] {
 				return fmt.Errorf("slots %d-%d: their master was not scanned (the cluster changed during the scan)", s.Start, s.End)
 			}
 		}

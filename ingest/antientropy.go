@@ -202,14 +202,23 @@ func (a *AntiEntropy) Pass(ctx context.Context) (PassStats, error) {
 	started := time.Now()
 	after := ""
 	for {
-		st, next, done, err := a.locked(ctx, after)
+		var (
+			st   PassStats
+			next string
+			done bool
+		)
+		ran, err := a.withLock(ctx, func() error {
+			var err error
+			st, next, done, err = a.comparePage(ctx, after)
+			return err
+		})
 		if errors.Is(err, errIncomplete) {
 			return total, nil
 		}
 		if err != nil {
 			return total, err
 		}
-		if !done && next == after {
+		if !ran {
 			// Another worker holds the lock for a moment: wait for it.
 			select {
 			case <-ctx.Done():
@@ -229,29 +238,39 @@ func (a *AntiEntropy) Pass(ctx context.Context) (PassStats, error) {
 
 // Step compares the next page of the walk that workers share, under the
 // lock; when another worker holds it, Step does nothing. The shared
-// position is "<walk start, unix ns>|<last document name>".
+// position is "<walk start, unix ns>|<last document name>"; it is read and
+// written while the lock is held, so no two workers compare the same page
+// and the position never moves backwards.
 func (a *AntiEntropy) Step(ctx context.Context) (PassStats, error) {
-	pos, err := a.cache.Cursor(ctx, lockName)
-	if err != nil {
-		return PassStats{}, err
-	}
-	startNS, after, ok := strings.Cut(pos, "|")
-	started, perr := strconv.ParseInt(startNS, 10, 64)
-	if !ok || perr != nil {
-		started, after = time.Now().UnixNano(), ""
-	}
-	st, next, done, err := a.locked(ctx, after)
+	var st PassStats
+	_, err := a.withLock(ctx, func() error {
+		pos, err := a.cache.Cursor(ctx, lockName)
+		if err != nil {
+			return err
+		}
+		startNS, after, ok := strings.Cut(pos, "|")
+		started, perr := strconv.ParseInt(startNS, 10, 64)
+		if !ok || perr != nil {
+			started, after = time.Now().UnixNano(), ""
+		}
+		var (
+			next string
+			done bool
+		)
+		st, next, done, err = a.comparePage(ctx, after)
+		if err != nil {
+			return err
+		}
+		if done {
+			a.passDone(time.Unix(0, started))
+			return a.cache.SetCursor(ctx, lockName, "")
+		}
+		return a.cache.SetCursor(ctx, lockName, strconv.FormatInt(started, 10)+"|"+next)
+	})
 	if errors.Is(err, errIncomplete) {
 		return st, nil
 	}
-	if err != nil || (!done && next == after) {
-		return st, err
-	}
-	if done {
-		a.passDone(time.Unix(0, started))
-		return st, a.cache.SetCursor(ctx, lockName, "")
-	}
-	return st, a.cache.SetCursor(ctx, lockName, strconv.FormatInt(started, 10)+"|"+next)
+	return st, err
 }
 
 func (a *AntiEntropy) passDone(started time.Time) {
@@ -265,22 +284,29 @@ func (a *AntiEntropy) passDone(started time.Time) {
 // listing): the rebuild (EnsureComplete) repairs that, not this pass.
 var errIncomplete = errors.New("ingest: anti-entropy: redis does not hold the whole listing")
 
-// locked compares one page after the given document name under the lock.
-// It returns where the next page starts and whether the walk is done; next
-// equals after when the lock was busy (nothing was done).
-func (a *AntiEntropy) locked(ctx context.Context, after string) (st PassStats, next string, done bool, err error) {
+// withLock runs fn while this worker holds the anti-entropy lock. It
+// reports ran=false, without calling fn, when another worker holds it, and
+// errIncomplete when Redis does not hold the whole listing.
+func (a *AntiEntropy) withLock(ctx context.Context, fn func() error) (ran bool, err error) {
 	complete, err := a.cache.ListingComplete(ctx)
 	if err != nil {
-		return st, after, false, err
+		return false, err
 	}
 	if !complete {
-		return st, after, false, errIncomplete
+		return false, errIncomplete
 	}
 	release, ok, err := a.cache.TryLock(ctx, lockName, a.token, lockTTL)
 	if err != nil || !ok {
-		return st, after, false, err
+		return false, err
 	}
 	defer release()
+	return true, fn()
+}
+
+// comparePage compares one page after the given document name; the caller
+// holds the lock. It returns where the next page starts and whether the walk
+// is done.
+func (a *AntiEntropy) comparePage(ctx context.Context, after string) (st PassStats, next string, done bool, err error) {
 	revs, err := a.store.DocRevs(ctx, after, a.cfg.Page)
 	if err != nil {
 		return st, after, false, err

@@ -149,13 +149,13 @@ func TestAntiEntropyRepairsLostWrites(t *testing.T) {
 	if !slices.Contains(n.Markets, "AE002-m1") || !slices.Contains(n.Trades, "AE004-m0") {
 		t.Errorf("notice: %+v, want markets AE002-m1 and trades AE004-m0", n)
 	}
-	if got := metricValue(t, reg, "marketdata_ingest_antientropy_repaired_total", "market"); got != 2 {
+	if got := metricValue(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "market"); got != 2 {
 		t.Errorf("repaired_total{kind=market}: got %v, want 2", got)
 	}
-	if got := metricValue(t, reg, "marketdata_ingest_antientropy_checked_total", ""); got < 40+80+80 {
+	if got := metricValue(t, reg, "marketdata_ingest_antientropy_checked_total"); got < 40+80+80 {
 		t.Errorf("checked_total: got %v, want at least 200", got)
 	}
-	if metricValue(t, reg, "marketdata_ingest_antientropy_last_pass_timestamp_seconds", "") == 0 {
+	if metricValue(t, reg, lastPassMetric) == 0 {
 		t.Errorf("last pass timestamp not set")
 	}
 
@@ -179,8 +179,15 @@ func TestAntiEntropyStepsShareOneWalk(t *testing.T) {
 	if err := e.rdb.Del(ctx, e.cache.EventKey("AE029"), e.cache.MarketKey("AE000-m0")).Err(); err != nil {
 		t.Fatal(err)
 	}
-	a1, _ := newAntiEntropy(t, e.st, e.cache, nil, "", prometheus.NewRegistry(), 10)
-	a2, _ := newAntiEntropy(t, e.st, e.cache, nil, "", prometheus.NewRegistry(), 10)
+	reg1, reg2 := prometheus.NewRegistry(), prometheus.NewRegistry()
+	a1, _ := newAntiEntropy(t, e.st, e.cache, nil, "", reg1, 10)
+	a2, _ := newAntiEntropy(t, e.st, e.cache, nil, "", reg2, 10)
+	// The walk is complete when one of the two finished it: that worker
+	// records the pass's end (Checked also counts trade windows, so it
+	// cannot tell).
+	walked := func() bool {
+		return metricValue(t, reg1, lastPassMetric) > 0 || metricValue(t, reg2, lastPassMetric) > 0
+	}
 	var mu sync.Mutex
 	var total ingest.PassStats
 	var wg sync.WaitGroup
@@ -189,15 +196,13 @@ func TestAntiEntropyStepsShareOneWalk(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			// 90 documents, 10 a page: the two share one walk, so between
-			// them 9 or 10 pages cover it. A step that finds the other
-			// holding the lock checks nothing, so step until the walk is
-			// covered (bounded: a walk that never ends fails the test).
+			// them 10 steps cover it. A step that finds the other holding
+			// the lock checks nothing, so step until the walk is complete
+			// (bounded: a walk that never ends fails the test).
 			deadline := time.Now().Add(30 * time.Second)
-			for time.Now().Before(deadline) {
-				mu.Lock()
-				done := total.Checked >= 90
-				mu.Unlock()
-				if done {
+			for !walked() {
+				if time.Now().After(deadline) {
+					t.Errorf("the shared walk did not complete within 30s")
 					return
 				}
 				st, err := a.Step(ctx)
@@ -276,7 +281,7 @@ func TestAntiEntropyAfterClusterFailover(t *testing.T) {
 	var got map[string]string
 	for {
 		got = clusterDump(t, rdb, "md:")
-		if equalDumps(got, want) && metricValue(t, reg, "marketdata_ingest_antientropy_last_pass_timestamp_seconds", "") > 0 {
+		if equalDumps(got, want) && metricValue(t, reg, lastPassMetric) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -286,9 +291,9 @@ func TestAntiEntropyAfterClusterFailover(t *testing.T) {
 	}
 	diffDumps(t, got, want)
 	t.Logf("repaired events %v markets %v trades %v",
-		metricValue(t, reg, "marketdata_ingest_antientropy_repaired_total", "event"),
-		metricValue(t, reg, "marketdata_ingest_antientropy_repaired_total", "market"),
-		metricValue(t, reg, "marketdata_ingest_antientropy_repaired_total", "trades"))
+		metricValue(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "event"),
+		metricValue(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "market"),
+		metricValue(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "trades"))
 }
 
 func equalDumps(a, b map[string]string) bool {
@@ -329,32 +334,8 @@ func clusterDump(t *testing.T, rdb redis.UniversalClient, prefix string) map[str
 	return out
 }
 
-// metricValue reads a counter or gauge from reg; kind selects the series
-// with that "kind" label ("" = the first series).
-func metricValue(t *testing.T, reg *prometheus.Registry, name, kind string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			match := kind == ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "kind" && l.GetValue() == kind {
-					match = true
-				}
-			}
-			if match {
-				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
-}
+// lastPassMetric is when the anti-entropy pass last completed a walk.
+const lastPassMetric = "marketdata_ingest_antientropy_last_pass_timestamp_seconds"
 
 // flakyCache fails its writes while fail is set, as Redis does during a
 // failover.

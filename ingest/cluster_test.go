@@ -185,7 +185,7 @@ func TestStreamReplicasOnCluster(t *testing.T) {
 			found = found || rec["stream"] == stream
 		}
 		if !found {
-			t.Errorf("no 'stream replicas raised' line for %s", stream)
+			t.Errorf("no 'stream replicas raised' line for %s; warnings: %v", stream, logs.lines(t, shortMsg))
 		}
 	}
 	w3 := worker(r3)

@@ -29,7 +29,7 @@ func (w *Worker) StreamHealth(ctx context.Context) (degraded string, err error) 
 	if live == 0 {
 		return "", fmt.Errorf("ingest: stream %s has no leader", w.cfg.Stream)
 	}
-	if n := short(w.cfg.Stream, live, info.Config.Replicas, want, info.Cluster == nil); n != "" {
+	if n := short(w.cfg.Stream, live, info.Config.Replicas, want, standalone(info.Cluster)); n != "" {
 		notes = append(notes, n)
 	}
 
@@ -41,7 +41,7 @@ func (w *Worker) StreamHealth(ctx context.Context) (degraded string, err error) 
 	if ci.Cluster != nil && ci.Cluster.Leader == "" {
 		return "", fmt.Errorf("ingest: consumer %s on %s has no leader", w.cfg.Consumer, w.cfg.Stream)
 	}
-	if n := liveOf(ci.Cluster); ci.Cluster != nil && n < want {
+	if n := liveOf(ci.Cluster); !standalone(ci.Cluster) && n < want {
 		notes = append(notes, fmt.Sprintf("consumer %s has %d of %d replicas", w.cfg.Consumer, n, want))
 	}
 
@@ -53,7 +53,7 @@ func (w *Worker) StreamHealth(ctx context.Context) (degraded string, err error) 
 		dinfo := d.CachedInfo()
 		dlive := liveReplicas(dinfo)
 		w.setReplicas(w.cfg.DLQStream, dlive)
-		if n := short(w.cfg.DLQStream, dlive, dinfo.Config.Replicas, want, dinfo.Cluster == nil); n != "" {
+		if n := short(w.cfg.DLQStream, dlive, dinfo.Config.Replicas, want, standalone(dinfo.Cluster)); n != "" {
 			notes = append(notes, n)
 		}
 	}

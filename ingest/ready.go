@@ -52,15 +52,3 @@ func (w *Worker) ensure(ctx context.Context) (jetstream.Consumer, error) {
 	}
 	return EnsureConsumer(cctx, w.js, w.cfg)
 }
-
-// Check is the worker's readiness probe: NATS is connected and the stream
-// and the durable consumer answer (one consumer info request).
-func (w *Worker) Check(ctx context.Context) error {
-	if s := w.nc.Status(); s != nats.CONNECTED {
-		return fmt.Errorf("nats connection is %s", s)
-	}
-	if _, err := w.js.Consumer(ctx, w.cfg.Stream, w.cfg.Consumer); err != nil {
-		return fmt.Errorf("consumer %s on stream %s: %w", w.cfg.Consumer, w.cfg.Stream, err)
-	}
-	return nil
-}

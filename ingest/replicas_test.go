@@ -54,28 +54,6 @@ func newLog() (*slog.Logger, *logBuffer) {
 	return slog.New(slog.NewJSONHandler(b, nil)), b
 }
 
-// gauge reads the value of name{stream} from reg (-1 when absent).
-func gauge(t *testing.T, reg *prometheus.Registry, name, stream string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "stream" && l.GetValue() == stream {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return -1
-}
-
 const shortMsg = "stream has fewer replicas than configured"
 
 // checkShortLogged checks one WARN line for stream: configured 3, actual 1.
@@ -147,10 +125,10 @@ func TestStreamShortOfReplicas(t *testing.T) {
 		if want := "stream " + stream + " has 1 of 3 replicas"; !strings.Contains(degraded, want) {
 			t.Errorf("StreamHealth text: got %q, want it to contain %q", degraded, want)
 		}
-		if got := gauge(t, reg, "marketdata_ingest_stream_replicas", stream); got != 1 {
+		if got := metricValue(t, reg, "marketdata_ingest_stream_replicas", "stream", stream); got != 1 {
 			t.Errorf("marketdata_ingest_stream_replicas{stream=%s}: got %v, want 1", stream, got)
 		}
-		if got := gauge(t, reg, "marketdata_ingest_stream_replicas_wanted", stream); got != 3 {
+		if got := metricValue(t, reg, "marketdata_ingest_stream_replicas_wanted", "stream", stream); got != 3 {
 			t.Errorf("marketdata_ingest_stream_replicas_wanted{stream=%s}: got %v, want 3", stream, got)
 		}
 	}

@@ -161,7 +161,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 		return nil
 	}
 	reason := reasonNotClustered
-	if info.Cluster != nil {
+	if !standalone(info.Cluster) {
 		if configured < want {
 			raised := info.Config
 			raised.Replicas = want
@@ -199,9 +199,9 @@ func isReplicasNotSupported(err error) bool {
 const jsErrReplicasNotSupported jetstream.ErrorCode = 10074
 
 // liveReplicas counts the copies of a stream that are there now: its
-// leader and the replicas that are current. A single server (no cluster
-// information) keeps exactly one copy, whatever the configuration says; a
-// stream without a leader has none that serves.
+// leader and the replicas that are current; a stream without a leader has
+// none that serves. A single server keeps exactly one copy, whatever the
+// configuration says.
 func liveReplicas(info *jetstream.StreamInfo) int {
 	return liveOf(info.Cluster)
 }
@@ -221,6 +221,15 @@ func liveOf(ci *jetstream.ClusterInfo) int {
 		}
 	}
 	return n
+}
+
+// standalone reports whether a stream or consumer lives on a NATS server
+// that is not part of a cluster. nats-server 2.9 sends no cluster
+// information then (ci is nil; checked against 2.9.10); later servers may
+// send the leader alone, without a cluster name. A clustered server always
+// names its cluster.
+func standalone(ci *jetstream.ClusterInfo) bool {
+	return ci == nil || (ci.Name == "" && ci.RaftGroup == "" && len(ci.Replicas) == 0)
 }
 
 // EnsureConsumer creates or updates the shared durable pull consumer.

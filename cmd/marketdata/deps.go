@@ -140,7 +140,7 @@ func ingestFlags(fs *pflag.FlagSet, ic *ingest.Config) {
 
 // replicasFlag registers --replicas of `ingest` and `feed`.
 func replicasFlag(fs *pflag.FlagSet, ic *ingest.Config) {
-	fs.IntVar(&ic.Replicas, "replicas", 1, "replicas of the streams this command creates, or raises on a NATS cluster when fewer (overrides MD_STREAM_REPLICAS; 3 on a NATS cluster)")
+	fs.IntVar(&ic.Replicas, "replicas", 0, "replicas of the streams this command creates, or raises on a NATS cluster when fewer; overrides MD_STREAM_REPLICAS (default: MD_STREAM_REPLICAS, itself 1 when unset; 3 on a NATS cluster)")
 }
 
 // applyReplicas takes MD_STREAM_REPLICAS unless --replicas was given: flags
