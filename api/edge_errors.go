@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
@@ -76,8 +77,9 @@ func writeEdgeError(r *fasthttp.Response, status int, msg, id string) {
 
 // refuseControlBytes answers 400 (fixed message, connection closed) to a
 // request whose target or headers hold control bytes (NUL, CR, LF, the
-// other C0 bytes but tab, DEL). fasthttp reads them; HTTP forbids them
-// (RFC 9110 5.5) and nothing behind the edge expects them. The answer gets
+// other C0 bytes but tab, DEL), or whose header names are not tokens (a
+// space inside a name, say). fasthttp reads them; HTTP forbids them
+// (RFC 9110 5.5, 5.1) and nothing behind the edge expects them. The answer gets
 // a fresh X-Request-Id, as readError's: the caller's would echo bytes of a
 // request refused as unreadable.
 func (s *Server) refuseControlBytes(c *fiber.Ctx) error {
@@ -85,7 +87,7 @@ func (s *Server) refuseControlBytes(c *fiber.Ctx) error {
 	bad := hasControlByte(req.Header.RequestURI()) || hasControlByte(req.Header.Method())
 	if !bad {
 		req.Header.VisitAll(func(k, v []byte) {
-			bad = bad || hasControlByte(k) || hasControlByte(v)
+			bad = bad || !isToken(k) || hasControlByte(v)
 		})
 	}
 	if !bad {
@@ -96,6 +98,22 @@ func (s *Server) refuseControlBytes(c *fiber.Ctx) error {
 	c.Response().SetConnectionClose()
 	writeEdgeError(c.Response(), fiber.StatusBadRequest, msgUnreadable, id)
 	return nil
+}
+
+// isToken reports whether b is an RFC 9110 token (a header name).
+func isToken(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for _, x := range b {
+		switch {
+		case 'a' <= x && x <= 'z', 'A' <= x && x <= 'Z', '0' <= x && x <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", x) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func hasControlByte(b []byte) bool {
