@@ -181,11 +181,11 @@ func TestStreamReplicasOnCluster(t *testing.T) {
 	}
 	for _, stream := range []string{r3.Stream, r3.DLQStream} {
 		found := false
-		for _, rec := range logs.lines(t, "stream replicas raised; the new replicas catch up in the background") {
+		for _, rec := range logLines(t, logs, "stream replicas raised; the new replicas catch up in the background") {
 			found = found || rec["stream"] == stream
 		}
 		if !found {
-			t.Errorf("no 'stream replicas raised' line for %s; warnings: %v", stream, logs.lines(t, shortMsg))
+			t.Errorf("no 'stream replicas raised' line for %s; warnings: %v", stream, logLines(t, logs, shortMsg))
 		}
 	}
 	w3 := worker(r3)

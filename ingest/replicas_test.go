@@ -1,12 +1,10 @@
 package ingest_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,25 +14,11 @@ import (
 	"github.com/marketdata/marketdata/internal/testenv"
 )
 
-// logBuffer collects JSON log lines from any goroutine.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the records whose msg is msg.
-func (b *logBuffer) lines(t *testing.T, msg string) []map[string]any {
+// logLines returns the JSON log records in b whose msg is msg.
+func logLines(t *testing.T, b *testenv.LogBuffer, msg string) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 		if l == "" {
 			continue
 		}
@@ -49,17 +33,17 @@ func (b *logBuffer) lines(t *testing.T, msg string) []map[string]any {
 	return out
 }
 
-func newLog() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
+func newLog() (*slog.Logger, *testenv.LogBuffer) {
+	b := &testenv.LogBuffer{}
 	return slog.New(slog.NewJSONHandler(b, nil)), b
 }
 
 const shortMsg = "stream has fewer replicas than configured"
 
 // checkShortLogged checks one WARN line for stream: configured 3, actual 1.
-func checkShortLogged(t *testing.T, b *logBuffer, stream string) {
+func checkShortLogged(t *testing.T, b *testenv.LogBuffer, stream string) {
 	t.Helper()
-	for _, rec := range b.lines(t, shortMsg) {
+	for _, rec := range logLines(t, b, shortMsg) {
 		if rec["stream"] != stream {
 			continue
 		}
@@ -100,7 +84,7 @@ func TestStreamShortOfReplicas(t *testing.T) {
 		}
 	})
 	deadline := time.Now().Add(20 * time.Second)
-	for len(logs.lines(t, "ingest consuming")) == 0 {
+	for len(logLines(t, logs, "ingest consuming")) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the worker did not start consuming")
 		}

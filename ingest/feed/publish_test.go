@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/marketdata/marketdata/internal/testenv"
 )
 
 // fakeJS is an asyncPublisher whose futures settle at once, unless hang is set.
@@ -228,7 +230,7 @@ func TestRunLogsProgressWithSnakeCaseKeys(t *testing.T) {
 	progressEvery = 20 * time.Millisecond
 	t.Cleanup(func() { progressEvery = old })
 
-	var buf syncBuffer
+	var buf testenv.LogBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	opts := RunOptions{Rate: 500, Duration: 150 * time.Millisecond, Logger: log}
 	if _, err := run(context.Background(), &fakeJS{}, newTestGenerator(t, 5, 1), opts); err != nil {
@@ -253,22 +255,4 @@ func TestRunLogsProgressWithSnakeCaseKeys(t *testing.T) {
 			t.Errorf("no %q line in the log:\n%s", msg, buf.String())
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
