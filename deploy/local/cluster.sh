@@ -14,6 +14,9 @@
 #   up                         start every node (idempotent: what answers is left alone)
 #   down [--purge]             stop every node; --purge removes CLUSTER_DIR too
 #   status                     one line per node
+#   wait                       wait until every node is back: cluster_state:ok with 3 masters and
+#                              3 attached replicas, JetStream on every NATS server, the replica
+#                              streaming
 #   env                        the MD_* variables that point marketdata at the topology
 #   kill-redis PORT            SIGKILL one Redis node
 #   stop-redis PORT            SHUTDOWN NOSAVE one Redis node
@@ -452,6 +455,13 @@ main() {
 		status_pg
 		;;
 	env) cmd_env ;;
+	wait)
+		wait_for "cluster_state:ok on every Redis node" redis_all_ok
+		wait_for "3 Redis masters with one replica each" redis_replicas_attached
+		wait_for "JetStream answering on every NATS server" nats_js_ready
+		wait_for "the Postgres replica streaming from the primary" pg_replica_streaming
+		say "all nodes up"
+		;;
 	kill-redis)
 		check_redis_port "${1:?kill-redis PORT}"
 		kill_pidfile "$(redis_pidfile "$1")" KILL
@@ -470,7 +480,7 @@ main() {
 	start-pg-replica) pg_start replica "$PG_REPLICA_PORT" ;;
 	stop-pg-primary) pg_stop primary ;;
 	start-pg-primary) pg_start primary "$PG_PRIMARY_PORT" ;;
-	*) die "usage: cluster.sh up|down [--purge]|status|env|kill-redis PORT|stop-redis PORT|start-redis PORT|kill-nats PORT|start-nats PORT|stop-pg-replica|start-pg-replica|stop-pg-primary|start-pg-primary" ;;
+	*) die "usage: cluster.sh up|down [--purge]|status|env|wait|kill-redis PORT|stop-redis PORT|start-redis PORT|kill-nats PORT|start-nats PORT|stop-pg-replica|start-pg-replica|stop-pg-primary|start-pg-primary" ;;
 	esac
 }
 
