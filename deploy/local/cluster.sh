@@ -2,7 +2,9 @@
 # cluster.sh runs marketdata's cluster topology on loopback, for the cluster test suite
 # (internal/clustertest) and for operators who want to try failovers by hand:
 #
-#   Redis Cluster   3 masters + 3 replicas on 127.0.0.1:32001-32006 (bus ports +10000)
+#   Redis Cluster   3 masters + 3 replicas on 127.0.0.1:32001-32006, cluster bus on 32011-32016
+#                   (not the default port+10000: 42001-42006 lie in Linux's ephemeral range,
+#                   where any outgoing connection may hold them)
 #   NATS            3 servers with JetStream, clients on 32221-32223, routes on 32248-32250
 #   PostgreSQL      primary on 32432, streaming replica on 32433 (trust for user postgres)
 #
@@ -49,6 +51,11 @@ readonly HOST=127.0.0.1
 die() {
 	printf 'cluster.sh: %s\n' "$*" >&2
 	exit 1
+}
+
+# taken refuses a port that answers for a process this CLUSTER_DIR did not start.
+taken() {
+	die "$1 answers, but not for a node of $DIR (another CLUSTER_DIR's topology, or another program): stop it first"
 }
 
 say() {
@@ -147,10 +154,13 @@ check_redis_port() {
 start_redis() {
 	local port=$1 d="$DIR/redis/$1"
 	check_redis_port "$port"
-	redis_answers "$port" && return 0
+	if redis_answers "$port"; then
+		alive "$d/redis.pid" && return 0
+		taken "$HOST:$port"
+	fi
 	mkdir -p "$d"
 	# A cache only: no RDB snapshots, no AOF. The node keeps its identity in nodes.conf.
-	redis-server --port "$port" --bind "$HOST" --daemonize yes \
+	redis-server --port "$port" --cluster-port $((port + 10)) --bind "$HOST" --daemonize yes \
 		--dir "$d" --pidfile "$d/redis.pid" --logfile "$d/redis.log" \
 		--cluster-enabled yes --cluster-config-file nodes.conf \
 		--cluster-node-timeout "$REDIS_NODE_TIMEOUT" \
@@ -253,7 +263,10 @@ start_nats() {
 	name=$(nats_name "$1")
 	i=$(nats_index "$name")
 	d="$DIR/nats/$name"
-	nats_answers "${NATS_PORTS[$i]}" && return 0
+	if nats_answers "${NATS_PORTS[$i]}"; then
+		alive "$d/nats.pid" && return 0
+		taken "$HOST:${NATS_PORTS[$i]}"
+	fi
 	nats_config "$name"
 	# setsid: the server must not die with the shell that started it.
 	setsid nats-server -c "$d/nats.conf" -P "$d/nats.pid" -l "$d/nats.log" </dev/null >/dev/null 2>&1 &
@@ -321,7 +334,10 @@ pg_answers() { "$(pg_bin)/pg_isready" -q -h "$HOST" -p "$1" -t 2; }
 pg_start() {
 	local which=$1 port=$2 d
 	d=$(pg_dir "$which")
-	pg_answers "$port" && return 0
+	if pg_answers "$port"; then
+		[ -f "$d/postmaster.pid" ] && return 0
+		taken "$HOST:$port"
+	fi
 	as_pg "$(pg_bin)/pg_ctl" -D "$d" -l "$DIR/pg/$which.log" -w -t "$WAIT_SECONDS" start >/dev/null ||
 		die "PostgreSQL $which did not start; see $DIR/pg/$which.log"
 }
@@ -372,15 +388,16 @@ EOF
 		printf 'host    replication    postgres    127.0.0.1/32    trust\n' >>"$primary/pg_hba.conf"
 	fi
 	pg_start primary "$PG_PRIMARY_PORT"
+	# Before the base backup, so that the replica has it from its first start.
+	if [ -z "$(psql_at "$PG_PRIMARY_PORT" -d postgres -c "SELECT 1 FROM pg_database WHERE datname = 'marketdata'")" ]; then
+		psql_at "$PG_PRIMARY_PORT" -d postgres -c 'CREATE DATABASE marketdata' >/dev/null
+	fi
 	if [ ! -f "$replica/PG_VERSION" ]; then
 		as_pg "$bin/pg_basebackup" -h "$HOST" -p "$PG_PRIMARY_PORT" -U postgres -D "$replica" -R -X stream -c fast \
 			>"$DIR/pg/basebackup.log" 2>&1 || die "pg_basebackup failed; see $DIR/pg/basebackup.log"
 		printf 'port = %s\n' "$PG_REPLICA_PORT" >>"$replica/postgresql.conf"
 	fi
 	pg_start replica "$PG_REPLICA_PORT"
-	if [ -z "$(psql_at "$PG_PRIMARY_PORT" -d postgres -c "SELECT 1 FROM pg_database WHERE datname = 'marketdata'")" ]; then
-		psql_at "$PG_PRIMARY_PORT" -d postgres -c 'CREATE DATABASE marketdata' >/dev/null
-	fi
 	wait_for "the replica streaming from the primary" pg_replica_streaming
 	say "postgres: primary $HOST:$PG_PRIMARY_PORT, streaming replica $HOST:$PG_REPLICA_PORT (database marketdata)"
 }

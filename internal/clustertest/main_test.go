@@ -242,6 +242,10 @@ func (s *suite) provision() error {
 	if _, err := s.command(ctx, "migrate"); err != nil {
 		return err
 	}
+	// API nodes check the schema on the replica too: let it replay the migration.
+	if err := replicaCaughtUp(ctx); err != nil {
+		return err
+	}
 	account, secret, err := s.newKey(ctx, "clustertest", "markets:read,account:read")
 	if err != nil {
 		return err

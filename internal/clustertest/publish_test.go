@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,5 +198,38 @@ func (s *suite) checkApplied(t *testing.T, acked map[string]int64) {
 			}
 			time.Sleep(200 * time.Millisecond) // polling interval
 		}
+	}
+}
+
+// replicaCaughtUp waits until the replica has replayed everything the
+// primary has written so far.
+func replicaCaughtUp(ctx context.Context) error {
+	primary, err := pgx.Connect(ctx, pgURL(pgPrimaryPort))
+	if err != nil {
+		return err
+	}
+	defer primary.Close(ctx)
+	var lsn string
+	if err := primary.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		return err
+	}
+	replica, err := pgx.Connect(ctx, strings.Replace(pgURL(pgReplicaPort), "/marketdata?", "/postgres?", 1))
+	if err != nil {
+		return err
+	}
+	defer replica.Close(ctx)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var done bool
+		if err := replica.QueryRow(ctx, `SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn`, lsn).Scan(&done); err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the replica has not replayed the primary's WAL up to %s within 30 s", lsn)
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval
 	}
 }
