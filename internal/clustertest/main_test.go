@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -38,6 +40,7 @@ type suite struct {
 	secret  string // key with markets:read and account:read
 	apis    []*child
 	ingests []*child
+	lock    *os.File
 }
 
 // raceBuild is the -race binary, built in the background while the topology
@@ -82,7 +85,15 @@ func run(m *testing.M) int {
 		skipReason = "missing " + strings.Join(missing, ", ") + " (apt-get install redis-server nats-server postgresql)"
 		return m.Run()
 	}
-	s, err := setUp()
+	// One topology per machine: a run in another worktree waits here, and a
+	// topology left behind by a run that was killed is taken down first.
+	lock, err := lockMachine()
+	if err != nil {
+		setupErr = err
+		return m.Run()
+	}
+	defer lock.Close()
+	s, err := setUp(lock)
 	the, setupErr = s, err
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cluster suite setup failed: %v\n", err)
@@ -123,7 +134,42 @@ func pgBin() string {
 	return dirs[len(dirs)-1]
 }
 
-func setUp() (*suite, error) {
+// lockPath is the machine-wide lock of the suite; it holds the data directory
+// of the topology that is up.
+const lockPath = "/tmp/marketdata-clustertest.lock"
+
+// lockMachine takes the suite's lock (waiting for another run to end) and
+// takes down a topology a killed run left behind.
+func lockMachine() (*os.File, error) {
+	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", lockPath, err)
+	}
+	b, _ := io.ReadAll(f)
+	if old := strings.TrimSpace(string(b)); old != "" && strings.Contains(old, "marketdata-cluster-") {
+		if _, err := os.Stat(old); err == nil {
+			root, _ := filepath.Abs("../..")
+			cmd := exec.Command("bash", filepath.Join(root, "deploy/local/cluster.sh"), "down", "--purge")
+			cmd.Env = append(os.Environ(), "CLUSTER_DIR="+old, "PG_BIN="+pgBin())
+			out, err := cmd.CombinedOutput()
+			fmt.Fprintf(os.Stderr, "cluster suite: took down the topology a previous run left in %s: %s %v\n", old, strings.TrimSpace(string(out)), err)
+		}
+	}
+	return f, nil
+}
+
+// record writes the data directory of the topology that is up into the lock
+// file ("" once it is down).
+func record(lock *os.File, dir string) {
+	lock.Truncate(0)             //nolint:errcheck // best effort: only a crashed run reads it
+	lock.WriteAt([]byte(dir), 0) //nolint:errcheck
+}
+
+func setUp(lock *os.File) (*suite, error) {
 	started := time.Now()
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -133,7 +179,8 @@ func setUp() (*suite, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &suite{root: root, dir: dir, script: filepath.Join(root, "deploy/local/cluster.sh")}
+	record(lock, dir)
+	s := &suite{root: root, dir: dir, script: filepath.Join(root, "deploy/local/cluster.sh"), lock: lock}
 	s.bin = filepath.Join(dir, "marketdata")
 	s.race = &raceBuild{path: filepath.Join(dir, "marketdata-race"), done: make(chan struct{})}
 	go func() {
@@ -173,7 +220,9 @@ func (s *suite) tearDown(keep bool) {
 	}
 	if out, err := s.cluster(context.Background(), args...); err != nil {
 		fmt.Fprintf(os.Stderr, "cluster.sh down: %v\n%s", err, out)
+		return // the next run takes it down
 	}
+	record(s.lock, "")
 	if len(args) == 1 {
 		fmt.Fprintf(os.Stderr, "cluster suite: logs and data kept in %s\n", s.dir)
 	}

@@ -51,7 +51,7 @@ func TestNATSStreamLeaderKilled(t *testing.T) {
 	leader := info.Cluster.Leader
 	t.Logf("stream leader %s, replicas %d", leader, info.Config.Replicas)
 
-	pub := startPublisher(t, w.churnNATS, 3_000_000_000, 20*time.Millisecond)
+	pub := startPublisher(t, w.churnNATS, 20*time.Millisecond)
 	waitAcked(t, pub, 200)
 
 	killed := time.Now()

@@ -148,6 +148,8 @@ func (c *child) stop(grace time.Duration) {
 		return
 	default:
 	}
+	// An API node drains open connections on shutdown: close the idle ones.
+	httpClient.CloseIdleConnections()
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-c.done:

@@ -31,10 +31,18 @@ type publisher struct {
 	done    chan struct{}
 }
 
-// startPublisher publishes to markets from version base+1 up, pausing
-// between messages, until stop.
-func startPublisher(t *testing.T, markets []string, base int64, pause time.Duration) *publisher {
+// startPublisher publishes to markets from a version above every stored
+// one up, pausing between messages, until stop.
+func startPublisher(t *testing.T, markets []string, pause time.Duration) *publisher {
 	t.Helper()
+	stored, err := storedVersions(context.Background(), markets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base int64
+	for _, v := range stored {
+		base = max(base, v)
+	}
 	nc, err := natsConn()
 	if err != nil {
 		t.Fatal(err)

@@ -228,7 +228,7 @@ func diffDumps(got, want map[string]string, n int) []string {
 		}
 		total++
 		if len(diffs) < n {
-			diffs = append(diffs, fmt.Sprintf("%s: redis %.200q, rebuild %.200q", k, g, w))
+			diffs = append(diffs, fmt.Sprintf("%s: redis has %.300q, a rebuild %.300q", k, onlyIn(g, w), onlyIn(w, g)))
 		}
 	}
 	if total > len(diffs) {
@@ -270,4 +270,24 @@ func unlinkPrefix(ctx context.Context, rdb *redis.ClusterClient, prefix string) 
 		}
 		return iter.Err()
 	})
+}
+
+// onlyIn returns the lines of a that b lacks (the fields or members that
+// differ), or all of a when it is one line.
+func onlyIn(a, b string) string {
+	lines := strings.Split(a, "\n")
+	if len(lines) == 1 {
+		return a
+	}
+	have := map[string]bool{}
+	for _, l := range strings.Split(b, "\n") {
+		have[l] = true
+	}
+	var out []string
+	for _, l := range lines {
+		if !have[l] {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, " | ")
 }

@@ -45,7 +45,7 @@ func TestRedisMasterKilledUnderLoad(t *testing.T) {
 	}
 	t.Logf("killing master 127.0.0.1:%d (slot %d of the window key); its replica is 127.0.0.1:%d", master.port, slot, replica.port)
 
-	pub := startPublisher(t, w.churnRedis, 2_000_000_000, 20*time.Millisecond)
+	pub := startPublisher(t, w.churnRedis, 20*time.Millisecond)
 	l := startLoad(t, s, probes, 6)
 	l.waitServed(t, 300)
 
