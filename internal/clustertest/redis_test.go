@@ -17,13 +17,17 @@ import (
 // clusterClient is a Redis Cluster client on the topology.
 func clusterClient(t *testing.T) *redis.ClusterClient {
 	t.Helper()
+	rdb := newClusterClient()
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+func newClusterClient() *redis.ClusterClient {
 	var addrs []string
 	for _, p := range redisPorts {
 		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", p))
 	}
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	t.Cleanup(func() { rdb.Close() })
-	return rdb
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, DialTimeout: time.Second, MaxRedirects: 8})
 }
 
 // nodeClient is a plain client of one Redis node.

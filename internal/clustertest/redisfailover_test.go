@@ -78,7 +78,7 @@ func TestRedisMasterKilledUnderLoad(t *testing.T) {
 	t.Logf("promotion seen %s after the kill", promoted.Sub(killed).Round(time.Millisecond))
 
 	// Writes lost with the master, made certain: two documents behind.
-	s.setBehind(t, rdb, w.lagged)
+	s.setBehind(t, w.lagged)
 
 	// Following: the first growth of each node's Redis-decided admissions
 	// after the promotion.
@@ -130,7 +130,8 @@ func TestRedisMasterKilledUnderLoad(t *testing.T) {
 	t.Logf("publisher: %d price updates acknowledged, %d publishes retried", sent, retries)
 	s.checkApplied(t, acked)
 
-	s.waitRedisEqualsRebuild(t, rdb, promoted)
+	// A client of its own: the test's first one still knows the old map.
+	s.waitRedisEqualsRebuild(t, clusterClient(t), promoted)
 	t.Logf("TestRedisMasterKilledUnderLoad took %s", time.Since(started).Round(time.Millisecond))
 }
 
@@ -164,14 +165,17 @@ func (s *suite) waitRedisEqualsRebuild(t *testing.T, rdb *redis.ClusterClient, s
 
 // setBehind makes the cache lose writes as an asynchronous replica does:
 // the first market's document goes back one revision, the second's is gone.
-func (s *suite) setBehind(t *testing.T, rdb *redis.ClusterClient, markets []string) {
+func (s *suite) setBehind(t *testing.T, markets []string) {
 	t.Helper()
 	ctx := context.Background()
 	for deadline := time.Now().Add(30 * time.Second); ; {
+		// A new client each try: it reads the slot map as it is now.
+		rdb := newClusterClient()
 		err := rdb.HIncrBy(ctx, "md:{m:"+markets[0]+"}", "g", -1).Err()
 		if err == nil {
 			err = rdb.Del(ctx, "md:{m:"+markets[1]+"}").Err()
 		}
+		rdb.Close()
 		if err == nil {
 			return
 		}
