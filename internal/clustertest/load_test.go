@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,15 +18,17 @@ type load struct {
 	counts  map[int]int
 	last503 map[string]time.Time // node → time of its latest 503
 	errs    []string
-	total   int
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
+	// degraded counts the /readyz answers reporting a degraded dependency.
+	degraded map[string]int
+	total    int
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 func startLoad(t *testing.T, s *suite, probes []probe, workers int) *load {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &load{counts: map[int]int{}, last503: map[string]time.Time{}, stop: cancel}
+	l := &load{counts: map[int]int{}, last503: map[string]time.Time{}, degraded: map[string]int{}, stop: cancel}
 	for w := range workers {
 		l.wg.Go(func() {
 			for i := w; ctx.Err() == nil; i++ {
@@ -45,6 +48,32 @@ func startLoad(t *testing.T, s *suite, probes []probe, workers int) *load {
 			}
 		})
 	}
+	// /readyz of every node: a shard the node can route around (reads from
+	// Postgres) leaves it ready, perhaps degraded; a 503 would drain them all.
+	for _, n := range s.apis {
+		l.wg.Go(func() {
+			for ctx.Err() == nil {
+				code, body, err := n.readyz(ctx)
+				if ctx.Err() != nil {
+					return
+				}
+				l.mu.Lock()
+				switch {
+				case err != nil:
+					l.fail("%s /readyz: %v", n.name, err)
+				case code != http.StatusOK:
+					l.fail("%s /readyz %d during the load: %.300s", n.name, code, body)
+				case strings.Contains(body, "degraded"):
+					l.degraded[n.name]++
+				}
+				l.mu.Unlock()
+				select {
+				case <-ctx.Done():
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		})
+	}
 	t.Cleanup(l.finish)
 	return l
 }
@@ -53,11 +82,7 @@ func (l *load) record(node *child, p probe, a answer, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.total++
-	fail := func(format string, args ...any) {
-		if len(l.errs) < 20 {
-			l.errs = append(l.errs, fmt.Sprintf(format, args...))
-		}
-	}
+	fail := l.fail
 	if err != nil {
 		l.counts[0]++
 		fail("%s on %s: %v", p.path, node.name, err)
@@ -73,6 +98,13 @@ func (l *load) record(node *child, p probe, a answer, err error) {
 		l.last503[node.name] = time.Now()
 	default:
 		fail("%s on %s: status %d %.300s", p.path, node.name, a.status, a.body)
+	}
+}
+
+// fail records an error; l.mu is held.
+func (l *load) fail(format string, args ...any) {
+	if len(l.errs) < 20 {
+		l.errs = append(l.errs, fmt.Sprintf(format, args...))
 	}
 }
 
@@ -97,7 +129,7 @@ func (l *load) check(t *testing.T) {
 	for _, e := range l.errs {
 		t.Error(e)
 	}
-	t.Logf("load: %d requests, statuses %v", l.total, l.counts)
+	t.Logf("load: %d requests, statuses %v; /readyz answers reporting degraded: %v", l.total, l.counts, l.degraded)
 }
 
 // waitServed waits until the load has answered n more requests.

@@ -3,11 +3,13 @@ package clustertest
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -80,7 +82,40 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
+// suiteTests are the tests of the package; a -run that selects none of them
+// (go test -run TestX ./...) does not start the topology.
+var suiteTests = []string{
+	"TestNATSStreamLeaderKilled", "TestReadsSameOnAllNodes", "TestRateLimitExactAcrossNodes",
+	"TestCacheRebuildRaceOnCluster", "TestRedisMasterKilledUnderLoad", "TestReplicaStopped",
+}
+
+// selected reports whether this run may run one of the suite's tests.
+func selected() bool {
+	flag.Parse()
+	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+		return false
+	}
+	f := flag.Lookup("test.run")
+	if f == nil || f.Value.String() == "" {
+		return true
+	}
+	top, _, _ := strings.Cut(f.Value.String(), "/")
+	re, err := regexp.Compile(top)
+	if err != nil {
+		return true // go test reports the pattern
+	}
+	for _, name := range suiteTests {
+		if re.MatchString(name) {
+			return true
+		}
+	}
+	return false
+}
+
 func run(m *testing.M) int {
+	if !selected() {
+		return m.Run()
+	}
 	if missing := missingBinaries(); len(missing) > 0 {
 		skipReason = "missing " + strings.Join(missing, ", ") + " (apt-get install redis-server nats-server postgresql)"
 		return m.Run()

@@ -83,9 +83,18 @@ func TestReplicaStopped(t *testing.T) {
 
 	s.clusterT(t, "start-pg-replica")
 	s.clusterT(t, "wait")
+	// Back: every node reports the replica up again.
 	for _, n := range s.apis {
-		if err := n.waitReady(ctx, 30*time.Second); err != nil {
-			t.Fatal(err)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			code, body, err := n.readyz(ctx)
+			if err == nil && code == http.StatusOK && !strings.Contains(body, "degraded") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s /readyz 30 s after the replica came back: %d %s %v", n.name, code, body, err)
+			}
+			time.Sleep(200 * time.Millisecond) // polling interval
 		}
 	}
 	// What the nodes served from the primary is what they serve now.
