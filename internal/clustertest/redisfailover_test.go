@@ -107,6 +107,13 @@ func TestRedisMasterKilledUnderLoad(t *testing.T) {
 	l.waitServed(t, 300)
 	l.finish()
 	l.check(t)
+	// From the kill to the promotion (seconds) a shard has no master: the
+	// truth on /readyz is "degraded" (200, the shard named), never 503.
+	for _, n := range s.apis {
+		if l.degraded[n.name] == 0 {
+			t.Errorf("%s /readyz never reported Redis degraded while a master was dead (polled every 200 ms from before the kill)", n.name)
+		}
+	}
 	for i, n := range s.apis {
 		switch {
 		case followed[i] == 0:
