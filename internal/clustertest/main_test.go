@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Topology addresses; deploy/local/cluster.sh owns the same numbers.
@@ -112,7 +114,14 @@ func selected() bool {
 	return false
 }
 
+// quiet drops go-redis' own log lines (a dial refused while a node is
+// killed on purpose); the tests report what matters.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 func run(m *testing.M) int {
+	redis.SetLogger(quiet{})
 	if !selected() {
 		return m.Run()
 	}

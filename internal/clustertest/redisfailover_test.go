@@ -159,7 +159,14 @@ func (s *suite) waitRedisEqualsRebuild(t *testing.T, rdb *redis.ClusterClient, s
 			t.Fatal(err)
 		}
 		if diffs = diffDumps(got, want, 8); len(diffs) == 0 {
-			t.Logf("Redis equals a rebuild %s after the failover (%d keys)", time.Since(since).Round(time.Millisecond), len(got))
+			repaired := 0.0
+			for _, c := range s.ingests {
+				if v, err := c.metric(ctx, "marketdata_ingest_antientropy_repaired_total"); err == nil {
+					repaired += v
+				}
+			}
+			t.Logf("Redis equals a rebuild %s after the failover (%d keys; ingest's anti-entropy repaired %v documents)",
+				time.Since(since).Round(time.Millisecond), len(got), repaired)
 			return
 		}
 		if time.Since(since) > antiEntropyBound {
