@@ -164,7 +164,7 @@ start_redis() {
 		--dir "$d" --pidfile "$d/redis.pid" --logfile "$d/redis.log" \
 		--cluster-enabled yes --cluster-config-file nodes.conf \
 		--cluster-node-timeout "$REDIS_NODE_TIMEOUT" \
-		--save "" --appendonly no --protected-mode no >/dev/null ||
+		--save "" --appendonly no --protected-mode no --repl-diskless-sync-delay 0 >/dev/null ||
 		die "redis-server on $port did not start; see $d/redis.log"
 	wait_for "Redis $port answering" redis_answers "$port"
 }
@@ -190,11 +190,19 @@ up_redis() {
 	say "redis: cluster ok on $HOST:${REDIS_PORTS[0]}-${REDIS_PORTS[5]} (created: $created, cluster-node-timeout ${REDIS_NODE_TIMEOUT}ms)"
 }
 
+# redis_replicas_attached tells whether 3 masters serve slots and 3 replicas have finished
+# syncing (master_link_status:up): a replica still syncing cannot be promoted.
 redis_replicas_attached() {
-	local nodes
+	local nodes p synced=0
 	nodes=$(rcli "${REDIS_PORTS[0]}" cluster nodes) || return 1
-	[ "$(awk '$3 ~ /master/ && $3 !~ /fail/ && $9 != "" { n++ } END { print n + 0 }' <<<"$nodes")" = 3 ] &&
-		[ "$(awk '$3 ~ /slave/ && $3 !~ /fail/ && $8 == "connected" { n++ } END { print n + 0 }' <<<"$nodes")" = 3 ]
+	[ "$(awk '$3 ~ /master/ && $3 !~ /fail/ && $9 != "" { n++ } END { print n + 0 }' <<<"$nodes")" = 3 ] || return 1
+	[ "$(awk '$3 ~ /slave/ && $3 !~ /fail/ && $8 == "connected" { n++ } END { print n + 0 }' <<<"$nodes")" = 3 ] || return 1
+	for p in "${REDIS_PORTS[@]}"; do
+		if rcli "$p" info replication | grep -qx 'master_link_status:up'; then
+			synced=$((synced + 1))
+		fi
+	done
+	[ "$synced" = 3 ]
 }
 
 status_redis() {
