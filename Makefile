@@ -9,7 +9,7 @@ BIN := bin/marketdata
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 30s
 
-.PHONY: build run test fuzz bench services lint clean
+.PHONY: build run test test-cluster cluster-up cluster-down fuzz bench services lint clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/marketdata
@@ -18,8 +18,22 @@ build:
 run: services build
 	$(BIN) dev
 
+# ./... includes the cluster suite (internal/clustertest): it starts its own topology with
+# deploy/local/cluster.sh on ports 32001-32016, 32221-32250 and 32432-32433.
 test: services lint
 	$(GO) test -count=1 -p 2 -timeout 20m ./...
+
+# The cluster suite alone, verbose: setup and per-test timings, failover figures.
+test-cluster:
+	$(GO) test -count=1 -v -timeout 10m ./internal/clustertest/
+
+# The cluster topology by hand (CLUSTER_DIR, default /tmp/marketdata-cluster); `bash
+# deploy/local/cluster.sh env` prints the MD_* variables that point marketdata at it.
+cluster-up:
+	bash deploy/local/cluster.sh up
+
+cluster-down:
+	bash deploy/local/cluster.sh down --purge
 
 # Runs every fuzz target for FUZZTIME, one at a time: `go test -fuzz` takes one package and
 # one target per run. `go test -list` prints each package's targets, then its "ok" line.

@@ -1,0 +1,138 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	worldOnce sync.Once
+	theWorld  world
+	worldOK   bool
+)
+
+// world returns the entity sets, discovered once.
+func (s *suite) world(t *testing.T) world {
+	t.Helper()
+	worldOnce.Do(func() {
+		theWorld = s.discover(t)
+		worldOK = true
+	})
+	if !worldOK {
+		t.Fatal("discovering the synthetic world failed in an earlier test")
+	}
+	return theWorld
+}
+
+// TestReadsSameOnAllNodes: every read route answers the same body and ETag on
+// the three API nodes of the cluster, and the ETag of one node is a 304 on
+// every other.
+func TestReadsSameOnAllNodes(t *testing.T) {
+	s := cl(t)
+	started := time.Now()
+	w := s.world(t)
+	probes := s.agree(t, s.apis, s.paths(t, w))
+	// Asked again, the answers stay the same: nothing in them moves by itself.
+	again, diff := s.collect(t, s.apis, s.paths(t, w))
+	if diff != "" {
+		t.Fatalf("second round: %s", diff)
+	}
+	for i, p := range probes {
+		if again[i].want.body != p.want.body || again[i].want.etag != p.want.etag {
+			t.Errorf("%s: answer changed between two rounds with no write", p.path)
+		}
+	}
+	for _, p := range probes {
+		if p.want.etag == "" {
+			continue
+		}
+		for _, n := range s.apis {
+			a := getT(t, n, p.path, s.secret, "If-None-Match", p.want.etag)
+			if a.status != http.StatusNotModified {
+				t.Errorf("%s on %s with If-None-Match %s: status %d, want 304", p.path, n.name, p.want.etag, a.status)
+			}
+		}
+	}
+	t.Logf("%d routes × %d nodes agree (%s)", len(probes), len(s.apis), time.Since(started).Round(time.Millisecond))
+}
+
+// TestRateLimitExactAcrossNodes: from a fresh window, exactly MD_RATE_LIMIT
+// requests are accepted across three API nodes on Redis Cluster, with
+// RateLimit-Remaining counting down to 0; the rest get 429.
+func TestRateLimitExactAcrossNodes(t *testing.T) {
+	s := cl(t)
+	started := time.Now()
+	const limit, sent = 90, 120
+	ctx := context.Background()
+	extra := []string{"MD_RATE_LIMIT=" + strconv.Itoa(limit), "MD_RATE_WINDOW=120s"}
+	var nodes []*child
+	for i := range 3 {
+		n, err := s.startAPI(ctx, fmt.Sprintf("limit-api%d", i+1), extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.stop(10 * time.Second) })
+		nodes = append(nodes, n)
+	}
+	_, secret, err := s.newKey(ctx, "clustertest-limits", "markets:read")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		status    int
+		remaining string
+		err       error
+	}
+	results := make(chan result, sent)
+	var wg sync.WaitGroup
+	next := make(chan int, sent)
+	for i := range sent {
+		next <- i
+	}
+	close(next)
+	for range 9 {
+		wg.Go(func() {
+			for i := range next {
+				a, err := get(ctx, nodes[i%3], "/public/v1/key", secret)
+				results <- result{a.status, a.header.Get("RateLimit-Remaining"), err}
+			}
+		})
+	}
+	wg.Wait()
+	close(results)
+
+	counts := map[int]int{}
+	remaining := map[int]int{}
+	for r := range results {
+		if r.err != nil {
+			t.Fatalf("request failed: %v", r.err)
+		}
+		counts[r.status]++
+		if r.status == http.StatusOK {
+			n, err := strconv.Atoi(r.remaining)
+			if err != nil {
+				t.Errorf("200 with RateLimit-Remaining %q", r.remaining)
+				continue
+			}
+			remaining[n]++
+		}
+	}
+	if got, want := counts[http.StatusOK], limit; got != want {
+		t.Errorf("accepted %d requests across 3 nodes, want exactly MD_RATE_LIMIT = %d (statuses %v)", got, want, counts)
+	}
+	if got, want := counts[http.StatusTooManyRequests], sent-limit; got != want {
+		t.Errorf("429 answers: %d, want %d (statuses %v)", got, want, counts)
+	}
+	for v := range limit {
+		if remaining[v] != 1 {
+			t.Errorf("RateLimit-Remaining %d seen %d times among accepted requests, want once", v, remaining[v])
+		}
+	}
+	t.Logf("statuses %v (%s)", counts, time.Since(started).Round(time.Millisecond))
+}
