@@ -77,11 +77,9 @@ func TestRedisMasterKilledUnderLoad(t *testing.T) {
 	}
 	t.Logf("promotion seen %s after the kill", promoted.Sub(killed).Round(time.Millisecond))
 
-	// Writes lost with the master, made certain: two documents behind.
-	s.setBehind(t, w.lagged)
-
 	// Following: the first growth of each node's Redis-decided admissions
-	// after the promotion.
+	// after the promotion, polled from the promotion on while the documents
+	// are set behind (that can take seconds: a fresh client, a dead node).
 	followed := make([]time.Duration, len(s.apis))
 	base := make([]float64, len(s.apis))
 	for i, n := range s.apis {
@@ -90,20 +88,30 @@ func TestRedisMasterKilledUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pending := len(s.apis)
-	for deadline := time.Now().Add(45 * time.Second); pending > 0 && time.Now().Before(deadline); {
-		for i, n := range s.apis {
-			if followed[i] != 0 {
-				continue
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		pending := len(s.apis)
+		for deadline := time.Now().Add(45 * time.Second); pending > 0 && time.Now().Before(deadline); {
+			for i, n := range s.apis {
+				if followed[i] != 0 {
+					continue
+				}
+				v, err := n.metric(ctx, admissionsMetric)
+				if err == nil && v > base[i] {
+					followed[i] = time.Since(promoted)
+					pending--
+				}
 			}
-			v, err := n.metric(ctx, admissionsMetric)
-			if err == nil && v > base[i] {
-				followed[i] = time.Since(promoted)
-				pending--
-			}
+			time.Sleep(50 * time.Millisecond) // polling interval
 		}
-		time.Sleep(50 * time.Millisecond) // polling interval
-	}
+	}()
+
+	// Writes lost with the master, made certain: two documents behind.
+	behind := time.Now()
+	s.setBehind(t, w.lagged)
+	t.Logf("documents set behind in %s", time.Since(behind).Round(time.Millisecond))
+	<-polled
 	l.waitServed(t, 300)
 	l.finish()
 	l.check(t)
