@@ -190,7 +190,8 @@ func (s *suite) waitRedisEqualsRebuild(t *testing.T, rdb *redis.ClusterClient, s
 func (s *suite) setBehind(t *testing.T, markets []string) {
 	t.Helper()
 	ctx := context.Background()
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	start := time.Now()
+	for try, deadline := 1, time.Now().Add(30*time.Second); ; try++ {
 		// A new client each try: it reads the slot map as it is now.
 		rdb := newClusterClient()
 		err := rdb.HIncrBy(ctx, "md:{m:"+markets[0]+"}", "g", -1).Err()
@@ -199,8 +200,12 @@ func (s *suite) setBehind(t *testing.T, markets []string) {
 		}
 		rdb.Close()
 		if err == nil {
+			if try > 1 || time.Since(start) > time.Second {
+				t.Logf("documents set behind at try %d, %s", try, time.Since(start).Round(time.Millisecond))
+			}
 			return
 		}
+		t.Logf("set documents behind, try %d (%s): %v", try, time.Since(start).Round(time.Millisecond), err)
 		if time.Now().After(deadline) {
 			t.Fatalf("set cache documents behind: %v", err)
 		}
