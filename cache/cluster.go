@@ -132,13 +132,26 @@ func (c *Cluster) Changes() uint64 { return c.changes.Load() }
 func (c *Cluster) NodesDown() int { return int(c.down.Load()) }
 
 // noteError records a failed command that may mean the topology moved (the
-// watcher looks harder for a while). A failure after the caller's context
-// ended is the caller's deadline, not the cluster's trouble.
+// watcher looks harder for a while). A timeout after the caller's context
+// ended is the caller's deadline, not the cluster's trouble; a refused dial
+// or a dropped connection is trouble even then. (go-redis retries a refused
+// dial after a 100 ms backoff, so with the rate limiter's 50 ms budget
+// nearly every failure against a dead master arrives after the context
+// ended: ignoring them left the watcher in its steady poll during a
+// failover, with one reload per change of masters.)
 func (c *Cluster) noteError(ctx context.Context, err error) {
-	if ctx.Err() == nil && clusterTrouble(err) {
-		c.lastErr.Store(time.Now().UnixNano())
+	if !clusterTrouble(err) {
+		return
 	}
+	if ctx.Err() != nil && isTimeout(err) {
+		return
+	}
+	c.markTrouble()
 }
+
+// markTrouble makes the watcher poll every watchAlert and reload the slot
+// map at each look, for errorMemory from now.
+func (c *Cluster) markTrouble() { c.lastErr.Store(time.Now().UnixNano()) }
 
 func (c *Cluster) troubled() bool {
 	last := c.lastErr.Load()
@@ -187,6 +200,12 @@ func (c *Cluster) look() {
 				log.Warn("redis cluster: masters changed; reloading the slot map", "masters", strings.ReplaceAll(view.masters, "\n", "; "))
 			}
 			reload = true
+			// One reload may read a node that has not yet heard of the
+			// change (or be folded into a reload already running): keep
+			// reloading at each alert look for a while, so that a stale
+			// slot map lasts one watchAlert, not until go-redis' own
+			// ClusterStateReloadInterval.
+			c.markTrouble()
 			c.changes.Add(1)
 			select {
 			case c.changed <- struct{}{}:

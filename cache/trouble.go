@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"syscall"
 
@@ -46,4 +47,14 @@ func clusterTrouble(err error) bool {
 		return !oerr.Timeout() || oerr.Op == "dial"
 	}
 	return false
+}
+
+// isTimeout reports whether err is a timeout: a deadline of the caller's or
+// a dial or read that ran out of time.
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var nerr net.Error
+	return errors.As(err, &nerr) && nerr.Timeout()
 }

@@ -111,3 +111,23 @@ func TestClusterNoteErrorAfterDeadline(t *testing.T) {
 		t.Errorf("troubled after a dial timeout: got false, want true")
 	}
 }
+
+// TestClusterNoteRefusedAfterDeadline: a refused dial is trouble even when
+// it reaches the hook after the caller's context ended (go-redis retries it
+// after a 100 ms backoff, longer than the rate limiter's 50 ms budget): the
+// deadline did not cause it, a dead node did.
+func TestClusterNoteRefusedAfterDeadline(t *testing.T) {
+	ended, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	for _, err := range []error{
+		&net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}},
+		io.EOF,
+		fmt.Errorf("read: %w", syscall.ECONNRESET),
+	} {
+		c := &Cluster{}
+		c.noteError(ended, err)
+		if !c.troubled() {
+			t.Errorf("troubled after %v past the caller's deadline: got false, want true", err)
+		}
+	}
+}

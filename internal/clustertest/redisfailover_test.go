@@ -77,11 +77,9 @@ func TestRedisMasterKilledUnderLoad(t *testing.T) {
 	}
 	t.Logf("promotion seen %s after the kill", promoted.Sub(killed).Round(time.Millisecond))
 
-	// Writes lost with the master, made certain: two documents behind.
-	s.setBehind(t, w.lagged)
-
 	// Following: the first growth of each node's Redis-decided admissions
-	// after the promotion.
+	// after the promotion, polled from the promotion on while the documents
+	// are set behind (that can take seconds: a fresh client, a dead node).
 	followed := make([]time.Duration, len(s.apis))
 	base := make([]float64, len(s.apis))
 	for i, n := range s.apis {
@@ -90,20 +88,30 @@ func TestRedisMasterKilledUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pending := len(s.apis)
-	for deadline := time.Now().Add(45 * time.Second); pending > 0 && time.Now().Before(deadline); {
-		for i, n := range s.apis {
-			if followed[i] != 0 {
-				continue
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		pending := len(s.apis)
+		for deadline := time.Now().Add(45 * time.Second); pending > 0 && time.Now().Before(deadline); {
+			for i, n := range s.apis {
+				if followed[i] != 0 {
+					continue
+				}
+				v, err := n.metric(ctx, admissionsMetric)
+				if err == nil && v > base[i] {
+					followed[i] = time.Since(promoted)
+					pending--
+				}
 			}
-			v, err := n.metric(ctx, admissionsMetric)
-			if err == nil && v > base[i] {
-				followed[i] = time.Since(promoted)
-				pending--
-			}
+			time.Sleep(50 * time.Millisecond) // polling interval
 		}
-		time.Sleep(50 * time.Millisecond) // polling interval
-	}
+	}()
+
+	// Writes lost with the master, made certain: two documents behind.
+	behind := time.Now()
+	s.setBehind(t, w.lagged)
+	t.Logf("documents set behind in %s", time.Since(behind).Round(time.Millisecond))
+	<-polled
 	l.waitServed(t, 300)
 	l.finish()
 	l.check(t)
@@ -182,7 +190,8 @@ func (s *suite) waitRedisEqualsRebuild(t *testing.T, rdb *redis.ClusterClient, s
 func (s *suite) setBehind(t *testing.T, markets []string) {
 	t.Helper()
 	ctx := context.Background()
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	start := time.Now()
+	for try, deadline := 1, time.Now().Add(30*time.Second); ; try++ {
 		// A new client each try: it reads the slot map as it is now.
 		rdb := newClusterClient()
 		err := rdb.HIncrBy(ctx, "md:{m:"+markets[0]+"}", "g", -1).Err()
@@ -191,8 +200,12 @@ func (s *suite) setBehind(t *testing.T, markets []string) {
 		}
 		rdb.Close()
 		if err == nil {
+			if try > 1 || time.Since(start) > time.Second {
+				t.Logf("documents set behind at try %d, %s", try, time.Since(start).Round(time.Millisecond))
+			}
 			return
 		}
+		t.Logf("set documents behind, try %d (%s): %v", try, time.Since(start).Round(time.Millisecond), err)
 		if time.Now().After(deadline) {
 			t.Fatalf("set cache documents behind: %v", err)
 		}
