@@ -1,22 +1,16 @@
 package api
 
 import (
-	"encoding/json"
-
 	"github.com/nats-io/nats.go"
-)
 
-// keyNotice is published by the key and access commands on KeyNoticeSubject.
-type keyNotice struct {
-	AccountID string `json:"account_id"`
-	KeyID     string `json:"key_id"`
-}
+	"github.com/marketdata/marketdata/internal/notice"
+)
 
 // onKeyNotice drops what this node cached of the changed account or key, so
 // revocation and withdrawal take effect here within the notice's latency.
 func (s *Server) onKeyNotice(m *nats.Msg) {
-	var n keyNotice
-	if err := json.Unmarshal(m.Data, &n); err != nil || (n.AccountID == "" && n.KeyID == "") {
+	n, err := notice.DecodeKey(m.Data)
+	if err != nil {
 		// Unreadable: be safe and drop everything.
 		s.keys.flush()
 		return

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/marketdata/marketdata/internal/notice"
 )
 
 // Presence counts the live API nodes: each node announces itself every
@@ -25,7 +27,7 @@ type Presence struct {
 // NewPresence returns a presence for node id; Run starts it.
 func NewPresence(nc *nats.Conn, subject, id string, interval time.Duration) *Presence {
 	if subject == "" {
-		subject = "md.api.presence"
+		subject = notice.PresenceSubject
 	}
 	return &Presence{id: id, nc: nc, subject: subject, interval: interval, seen: map[string]time.Time{}, count: 1}
 }

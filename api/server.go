@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/internal/ratelog"
 	"github.com/marketdata/marketdata/ratelimit"
 	"github.com/marketdata/marketdata/store"
@@ -123,10 +124,10 @@ func New(cfg Config, d Deps) (*Server, error) {
 		cfg.KeyCacheTTL = 10 * time.Second
 	}
 	if cfg.KeyNoticeSubject == "" {
-		cfg.KeyNoticeSubject = "md.keys.v1"
+		cfg.KeyNoticeSubject = notice.KeySubject
 	}
 	if cfg.NoticeSubject == "" {
-		cfg.NoticeSubject = "md.changes.v1"
+		cfg.NoticeSubject = notice.ChangeSubject
 	}
 	if cfg.SearchResync == 0 {
 		cfg.SearchResync = time.Minute

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -406,7 +406,7 @@ func (a *AntiEntropy) repair(ctx context.Context, st PassStats, events, markets,
 	if err != nil {
 		return st, err
 	}
-	var n Notice
+	var n notice.Change
 	evDocs = slices.DeleteFunc(evDocs, func(d store.EventDoc) bool {
 		docBehind, listingBehind := now.Events[d.ID] < d.Rev, now.Listing[d.ID] < d.Rev
 		if docBehind {
@@ -448,15 +448,11 @@ func (a *AntiEntropy) repair(ctx context.Context, st PassStats, events, markets,
 	return st, nil
 }
 
-func (a *AntiEntropy) notify(n Notice) {
+func (a *AntiEntropy) notify(n notice.Change) {
 	if a.nc == nil {
 		return
 	}
-	data, err := json.Marshal(n)
-	if err != nil {
-		return
-	}
-	if err := a.nc.Publish(a.cfg.NoticeSubject, data); err != nil {
+	if err := a.nc.Publish(a.cfg.NoticeSubject, n.Encode()); err != nil {
 		a.log.Warn("anti-entropy change notice not published", "err", err)
 	}
 }

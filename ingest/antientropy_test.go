@@ -19,6 +19,7 @@ import (
 
 	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/ingest"
+	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/store"
 )
@@ -127,13 +128,13 @@ func TestAntiEntropyRepairsLostWrites(t *testing.T) {
 	diffDumps(t, dump(t, e.rdb, e.prefix), want)
 
 	// One notice per page that repaired something.
-	var n ingest.Notice
+	var n notice.Change
 	for {
 		msg, err := notices.NextMsg(time.Second)
 		if err != nil {
 			break
 		}
-		var page ingest.Notice
+		var page notice.Change
 		if err := json.Unmarshal(msg.Data, &page); err != nil {
 			t.Fatal(err)
 		}

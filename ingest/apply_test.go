@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/marketdata/marketdata/cache"
-	"github.com/marketdata/marketdata/ingest"
+	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -131,7 +131,7 @@ func TestApplyEachKind(t *testing.T) {
 	// Change notices name what was rewritten.
 	seen := map[string]bool{}
 	for len(notices) > 0 {
-		var n ingest.Notice
+		var n notice.Change
 		if err := json.Unmarshal((<-notices).Data, &n); err != nil {
 			t.Fatalf("notice: %v", err)
 		}

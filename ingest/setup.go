@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/marketdata/marketdata/internal/notice"
 )
 
 // Config names the streams and subjects and sizes the work. The zero value of
@@ -57,7 +59,7 @@ func (c Config) Defaults() Config {
 	def(&c.SubjectPrefix, "md.v1")
 	def(&c.DLQStream, "MARKETDATA_DLQ")
 	def(&c.DLQPrefix, "md.dlq.v1")
-	def(&c.NoticeSubject, "md.changes.v1")
+	def(&c.NoticeSubject, notice.ChangeSubject)
 	def(&c.Consumer, "ingest")
 	if c.Replicas == 0 {
 		c.Replicas = 1

@@ -5,7 +5,6 @@ package ingest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -387,36 +387,13 @@ func winningVersions(b *store.Batch) map[string]int64 {
 	return out
 }
 
-// Notice is the change notice published on Config.NoticeSubject after each
-// committed batch: the ids whose cached documents were rewritten.
-type Notice struct {
-	// Events whose event document or listing entry was rewritten.
-	Events []string `json:"events,omitempty"`
-	// Markets whose price item was rewritten.
-	Markets []string `json:"markets,omitempty"`
-	// Trades lists markets that received new trades.
-	Trades []string `json:"trades,omitempty"`
-	// Flush says the cache was rebuilt from Postgres: readers drop all
-	// they hold from it, whatever the lists say.
-	Flush bool `json:"flush,omitempty"`
-}
-
 // PublishFlush tells the readers of subject that the cache was rebuilt.
 func PublishFlush(nc *nats.Conn, subject string) error {
-	data, _ := json.Marshal(Notice{Flush: true}) //nolint:errchkjson // cannot fail
-	if err := nc.Publish(subject, data); err != nil {
-		return err
-	}
-	// Bounded: while NATS reconnects the notice waits in the client's
-	// buffer and goes out after, which is all a caller can want.
-	if err := nc.FlushTimeout(2 * time.Second); err != nil && !nc.IsReconnecting() {
-		return err
-	}
-	return nil
+	return notice.Publish(nc, subject, notice.Change{Flush: true}.Encode())
 }
 
 func (w *Worker) notify(res *store.Result) {
-	var n Notice
+	var n notice.Change
 	for _, d := range res.Events {
 		n.Events = append(n.Events, d.ID)
 	}
@@ -428,11 +405,7 @@ func (w *Worker) notify(res *store.Result) {
 	}
 	slices.Sort(n.Trades)
 	n.Trades = slices.Compact(n.Trades)
-	data, err := json.Marshal(n)
-	if err != nil {
-		return
-	}
-	if err := w.nc.Publish(w.cfg.NoticeSubject, data); err != nil {
+	if err := w.nc.Publish(w.cfg.NoticeSubject, n.Encode()); err != nil {
 		w.log.Warn("ingest change notice not published", "err", err)
 	}
 }

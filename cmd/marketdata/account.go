@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,12 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/store"
 )
-
-// KeyNoticeSubject carries key and access changes to every API node, which
-// drop what they cached of the account or key (contract: effective within 1 s).
-const KeyNoticeSubject = "md.keys.v1"
 
 // accountRecord is the JSON form of an account.
 type accountRecord struct {
@@ -57,12 +53,9 @@ func (c *cli) notifyKeys(cfg *Config, accountID, keyID string) {
 		return
 	}
 	defer nc.Close()
-	data, _ := json.Marshal(map[string]string{"account_id": accountID, "key_id": keyID})
-	if err := nc.Publish(KeyNoticeSubject, data); err != nil {
+	if err := notice.Publish(nc, notice.KeySubject, notice.Key{AccountID: accountID, KeyID: keyID}.Encode()); err != nil {
 		log.Warn("key change notice not sent", "err", err)
-		return
 	}
-	nc.Flush() //nolint:errcheck
 }
 
 func (c *cli) accountCmd() *cobra.Command {

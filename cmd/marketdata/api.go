@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/marketdata/marketdata/api"
+	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/internal/ratelog"
 	"github.com/marketdata/marketdata/ratelimit"
 	"github.com/marketdata/marketdata/store"
@@ -111,7 +112,7 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	}
 	srv, err := api.New(api.Config{
 		DocsOrigin: cfg.DocsOrigin, AppOrigins: cfg.AppOrigins, TrustedProxies: cfg.TrustedProxies,
-		KeyPepper: cfg.KeyPepper, CursorSecret: cfg.CursorSecret, KeyNoticeSubject: KeyNoticeSubject,
+		KeyPepper: cfg.KeyPepper, CursorSecret: cfg.CursorSecret, KeyNoticeSubject: notice.KeySubject,
 		NoticeSubject: noticeSubject, MaxConns: cfg.MaxConns, KeyStaleMax: cfg.KeyStaleMax,
 	}, api.Deps{
 		Credentials: primary, Cache: newCache(rdb, cfg), Fallback: fallback,

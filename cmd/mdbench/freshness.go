@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/marketdata/marketdata/cache"
-	"github.com/marketdata/marketdata/ingest"
+	"github.com/marketdata/marketdata/internal/notice"
 )
 
 // Visible reads the version of each market's cached price item, in order, in
@@ -127,7 +127,7 @@ func (t *Tracker) Subscribe(nc *nats.Conn, subject string, workers int) (stop fu
 // notice handles one change notice: one Redis pipeline for its markets, then
 // a sample for every update of those markets now visible.
 func (t *Tracker) notice(data []byte) {
-	var n ingest.Notice
+	var n notice.Change
 	if err := json.Unmarshal(data, &n); err != nil {
 		t.readError(fmt.Errorf("notice: %w", err))
 		return
