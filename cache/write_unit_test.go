@@ -300,7 +300,7 @@ func TestTradeListTrim(t *testing.T) {
 	rand.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 	apply(t, c, &store.Result{Trades: append(slices.Clone(shuffled[:150]), other)})
 	apply(t, c, &store.Result{Trades: shuffled[150:]})
-	apply(t, c, &store.Result{Trades: shuffled[:10]})                  // a replay
+	apply(t, c, &store.Result{Trades: shuffled[:10]})                       // a replay
 	apply(t, c, &store.Result{Trades: []store.Trade{trades[0], trades[1]}}) // the oldest, late
 
 	slices.SortFunc(trades, func(a, b store.Trade) int {
