@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"crypto/sha1"
 	"fmt"
 	"strings"
 	"sync"
@@ -28,8 +29,8 @@ func miniCache(t *testing.T) (*cache.Cache, *redis.Client, *miniredis.Miniredis)
 	return cache.New(rdb, cache.DefaultPrefix, testRules()), rdb, mr
 }
 
-// scriptCall is one EVAL or EVALSHA a client sent: the script's digest (or
-// source, for EVAL), its keys and its arguments.
+// scriptCall is one EVAL or EVALSHA a client sent: the script's SHA-1
+// digest (computed from the source for EVAL), its keys and its arguments.
 type scriptCall struct {
 	script string
 	keys   []string
@@ -61,6 +62,9 @@ func (l *scriptLog) record(cmds ...redis.Cmder) {
 		var n int
 		fmt.Sscan(fmt.Sprint(args[2]), &n) //nolint:errcheck // go-redis wrote the count
 		c := scriptCall{script: fmt.Sprint(args[1])}
+		if name == "eval" {
+			c.script = fmt.Sprintf("%x", sha1.Sum([]byte(c.script)))
+		}
 		for i, a := range args[3:] {
 			if i < n {
 				c.keys = append(c.keys, fmt.Sprint(a))
