@@ -173,12 +173,7 @@ func TestListPageAfterScriptFlush(t *testing.T) {
 // TestListPageRedisDown: with Redis gone the page is an error that names
 // the set, not an empty page or "incomplete".
 func TestListPageRedisDown(t *testing.T) {
-	_, _, mr := miniCache(t)
-	// A client that does not retry: what is checked is the answer, not
-	// go-redis' retries against a closed port.
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, DialerRetries: 1})
-	t.Cleanup(func() { rdb.Close() })
-	c := cache.New(rdb, cache.DefaultPrefix, testRules())
+	c, rdb, mr := miniCache(t)
 	mr.Close()
 	_, _, err := listPage(t, c, rdb, "*:*:1", "", 10)
 	if err == nil || errors.Is(err, cache.ErrListingIncomplete) || !strings.Contains(err.Error(), "*:*:1") {

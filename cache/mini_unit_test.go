@@ -20,11 +20,12 @@ import (
 // cluster_test.go) keep running the same scripts on the real Redis.
 
 // miniCache is a cache with the default prefix on a miniredis of the test's
-// own, and a client of it.
+// own, and a client of it. The client does not retry: a test that closes
+// the miniredis checks the answer, not go-redis' retries of a closed port.
 func miniCache(t *testing.T) (*cache.Cache, *redis.Client, *miniredis.Miniredis) {
 	t.Helper()
 	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { rdb.Close() })
 	return cache.New(rdb, cache.DefaultPrefix, testRules()), rdb, mr
 }
