@@ -16,8 +16,14 @@ import (
 
 // Unit tests of the cache's Lua scripts and key layout on miniredis: an
 // in-process Redis of the test's own, so they need no service and run under
-// `go test -short`. The integration tests (cache_test.go, rebuild*_test.go,
-// cluster_test.go) keep running the same scripts on the real Redis.
+// `go test -short` (files *_unit_test.go). miniredis implements every command
+// the scripts use (HGET, HSET, HDEL, HMGET, DEL, EXISTS, GET, SET PX, ZADD,
+// ZREM, ZRANGE BYLEX LIMIT), but runs them on gopher-lua rather than Redis's
+// Lua, so the integration tests (cache_test.go, rebuild*_test.go,
+// cluster_test.go) keep running the same scripts on the real Redis. What only
+// they cover: a rebuild that runs to the end (its source is a Postgres
+// snapshot), and Redis Cluster (CROSSSLOT refusals, which the unit tests
+// check by computing slots instead; scans over every master; failovers).
 
 // miniCache is a cache with the default prefix on a miniredis of the test's
 // own, and a client of it. The client does not retry: a test that closes
