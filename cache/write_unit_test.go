@@ -314,7 +314,7 @@ func TestTradeListTrim(t *testing.T) {
 		want = append(want, string(cache.RenderTrade(&trades[i])))
 	}
 	ctx := context.Background()
-	got, err := rdb.ZRevRange(ctx, "md:{m:m-1}:t", 0, -1).Result()
+	got, err := rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: "md:{m:m-1}:t", Start: 0, Stop: -1, Rev: true}).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
