@@ -9,7 +9,7 @@ BIN := bin/marketdata
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 30s
 
-.PHONY: build run test test-cluster cluster-up cluster-down fuzz bench services lint clean
+.PHONY: build run test test-short test-cluster cluster-up cluster-down fuzz bench services lint clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/marketdata
@@ -22,6 +22,11 @@ run: services build
 # deploy/local/cluster.sh on ports 32001-32016, 32221-32250 and 32432-32433.
 test: services lint
 	$(GO) test -count=1 -p 2 -timeout 20m ./...
+
+# The unit tests alone, with no service: under -short every test that needs
+# Postgres, Redis, NATS or a server of its own skips (testenv.Integration).
+test-short:
+	$(GO) test -short -count=1 -p 2 -timeout 10m ./...
 
 # The cluster suite alone, verbose: setup and per-test timings, failover figures.
 test-cluster:

@@ -44,6 +44,7 @@ func freePort(t *testing.T) int {
 // startNATSCluster starts n0, n1, n2; all are killed when the test ends.
 func startNATSCluster(t *testing.T) *natsCluster {
 	t.Helper()
+	testenv.Integration(t, "a NATS cluster (nats-server)")
 	bin := os.Getenv("MD_TEST_NATS_SERVER")
 	if bin == "" {
 		bin = "/usr/sbin/nats-server"

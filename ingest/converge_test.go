@@ -18,6 +18,7 @@ import (
 	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/ingest"
 	"github.com/marketdata/marketdata/ingest/feed"
+	"github.com/marketdata/marketdata/internal/testenv"
 )
 
 // stream is a synthetic matcher stream with duplicates and reordering, and the
@@ -211,7 +212,7 @@ func (e *env) startProcess(t *testing.T, name string) *exec.Cmd {
 		"--batch-size", "200", "--ack-wait", "3s")
 	cmd.Env = append(os.Environ(),
 		"MD_DATABASE_URL="+e.dsn, "MD_REDIS_PREFIX="+e.prefix, "MD_ADMIN_ADDR=127.0.0.1:0",
-		"MD_REDIS_URL=redis://127.0.0.1:6379/0", "MD_NATS_URL=nats://127.0.0.1:4222",
+		"MD_REDIS_URL="+testenv.RedisURL, "MD_NATS_URL="+testenv.NATSURL,
 	)
 	log, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {

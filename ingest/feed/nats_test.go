@@ -11,15 +11,19 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/marketdata/marketdata/internal/testenv"
 )
 
-const testNATSURL = "nats://127.0.0.1:4222"
+// testNATSURL is the local NATS, or where MD_TEST_NATS_URL points.
+var testNATSURL = testenv.NATSURL
 
 // testStream connects to the local NATS and creates a stream of its own under
 // a unique subject prefix; both go away when the test ends. Without NATS the
 // test is skipped, except on CI (CI=true), where it fails.
 func testStream(t *testing.T) (js jetstream.JetStream, stream jetstream.Stream, prefix string) {
 	t.Helper()
+	testenv.Integration(t, "NATS")
 	nc, err := nats.Connect(testNATSURL, nats.Timeout(2*time.Second))
 	if err != nil {
 		if os.Getenv("CI") == "true" {

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/internal/testenv"
 )
 
 // Topology addresses; deploy/local/cluster.sh owns the same numbers.
@@ -68,6 +70,7 @@ var (
 // setup broke.
 func cl(t *testing.T) *suite {
 	t.Helper()
+	testenv.Integration(t, "the cluster topology of deploy/local/cluster.sh")
 	switch {
 	case skipReason != "":
 		if os.Getenv("CI") == "true" {
@@ -122,7 +125,8 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 func run(m *testing.M) int {
 	redis.SetLogger(quiet{})
-	if !selected() {
+	// Under -short every test skips (cl): the topology is not started.
+	if !selected() || testing.Short() {
 		return m.Run()
 	}
 	if missing := missingBinaries(); len(missing) > 0 {

@@ -20,7 +20,8 @@ import (
 // Private service instances, for tests that stop, kill, restart or flush a
 // service: each is the test's own process on a free loopback port, with its
 // data in a temporary directory, stopped and removed when the test ends.
-// A missing binary skips the test (fails it in CI, see Unavailable).
+// A missing binary skips the test (fails it in CI, see Unavailable); under
+// -short each skips before looking for it (see Integration).
 
 // FreePort returns a loopback TCP port nobody listened on a moment ago.
 func FreePort(t testing.TB) int {
@@ -146,6 +147,7 @@ type RedisServer struct {
 // StartRedis starts a private redis-server on a free port.
 func StartRedis(t testing.TB) *RedisServer {
 	t.Helper()
+	Integration(t, "redis-server")
 	bin := lookBin(t, "redis-server", "/usr/bin", "/usr/local/bin")
 	port := FreePort(t)
 	dir := t.TempDir()
@@ -187,6 +189,7 @@ type NATSServer struct {
 // StartNATS starts a private nats-server -js on a free port.
 func StartNATS(t testing.TB) *NATSServer {
 	t.Helper()
+	Integration(t, "nats-server")
 	bin := lookBin(t, "nats-server", "/usr/sbin", "/usr/local/bin", "/usr/bin")
 	port := FreePort(t)
 	dir := t.TempDir()
@@ -239,6 +242,7 @@ func pgBinDirs() []string {
 // StartPostgres initialises and starts a private PostgreSQL on a free port.
 func StartPostgres(t testing.TB) *PostgresServer {
 	t.Helper()
+	Integration(t, "PostgreSQL (pg_ctl)")
 	bin := filepath.Dir(lookBin(t, "pg_ctl", pgBinDirs()...))
 	if _, err := os.Stat(filepath.Join(bin, "initdb")); err != nil {
 		Unavailable(t, "initdb", err)

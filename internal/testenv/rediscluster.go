@@ -44,6 +44,7 @@ const ClusterNodeTimeout = 2 * time.Second
 // redis-cli it skips the test (fails it with CI=true).
 func StartRedisCluster(t testing.TB) *RedisCluster {
 	t.Helper()
+	Integration(t, "a Redis Cluster (redis-server, redis-cli)")
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			Unavailable(t, bin, err)

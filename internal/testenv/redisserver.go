@@ -13,6 +13,7 @@ import (
 // theirs).
 func PrivateRedis(t testing.TB) (*redis.Client, string) {
 	t.Helper()
+	Integration(t, "redis-server")
 	srv := StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { rdb.Close() })

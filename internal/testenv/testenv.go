@@ -1,7 +1,9 @@
 // Package testenv gives each test its own slice of the shared local services:
 // a fresh Postgres database, a Redis key prefix, and NATS stream and subject
 // names, all removed when the test ends. Outside CI a missing service skips
-// the test with the reason; with CI=true it fails it.
+// the test with the reason; with CI=true it fails it. Under `go test -short`
+// every helper that needs a service skips the test before dialling anything
+// (see Integration), so the short run needs no service at all.
 package testenv
 
 import (
@@ -35,6 +37,19 @@ func envOr(name, def string) string {
 	return def
 }
 
+// Integration skips the test under `go test -short`: it needs the named
+// service (or process), which the short run does without. Every helper here
+// that reaches a service calls it first; tests that reach one by another way
+// (a child process, their own client) call it themselves. It skips even with
+// CI=true: CI runs without -short, so a short run is always a developer's
+// choice to leave the integration tests out.
+func Integration(t testing.TB, needs string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("integration test: needs %s; run without -short", needs)
+	}
+}
+
 // Unavailable skips the test, or fails it in CI, because a service is missing.
 func Unavailable(t testing.TB, service string, err error) {
 	t.Helper()
@@ -55,6 +70,7 @@ func Name(prefix string) string {
 // database is dropped when the test ends.
 func Database(t testing.TB) string {
 	t.Helper()
+	Integration(t, "PostgreSQL")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, PostgresURL)
@@ -87,6 +103,7 @@ func Database(t testing.TB) string {
 // under the prefix are deleted when the test ends.
 func Redis(t testing.TB) (*redis.Client, string) {
 	t.Helper()
+	Integration(t, "Redis")
 	opt, err := redis.ParseURL(RedisURL)
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +142,7 @@ type Streams struct {
 // the streams are deleted when the test ends.
 func NATS(t testing.TB) (*nats.Conn, Streams) {
 	t.Helper()
+	Integration(t, "NATS")
 	nc, err := nats.Connect(NATSURL, nats.Timeout(3*time.Second))
 	if err != nil {
 		Unavailable(t, "NATS", err)
