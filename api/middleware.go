@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
@@ -158,23 +159,36 @@ func (s *Server) guard(scope string) fiber.Handler {
 }
 
 // admit checks the address's block and the account's window in one Redis
-// round trip, together with the reads fetch queues (nil: none), and puts
-// the RateLimit headers on the answer. Handlers call it after validating
-// their parameters in memory but answer 422 only after it: the window comes
-// before parameters in the contract's order.
+// round trip, then sends the reads fetch queues (nil: none) to Redis, and
+// puts the RateLimit headers on the answer. Handlers call it after
+// validating their parameters in memory but answer 422 only after it: the
+// window comes before parameters in the contract's order.
 func (s *Server) admit(c *fiber.Ctx, fetch func(redis.Pipeliner)) error {
 	_, err := s.admitFetch(c, fetch)
 	return err
 }
 
 // admitFetch is admit that also reports whether fetch's reads were sent
-// (false when the node decided alone: Redis did not answer).
+// (false when the node decided alone: Redis did not answer; the reads are
+// not sent and each carries context.Canceled).
 func (s *Server) admitFetch(c *fiber.Ctx, fetch func(redis.Pipeliner)) (bool, error) {
 	cred := credential(c)
 	if cred == nil {
 		return false, errNoCredential
 	}
-	a, err := s.limiter.AdmitWith(c.UserContext(), s.addr(c).String(), cred.Account.ID, fetch)
+	ctx := c.UserContext()
+	a, err := s.limiter.Admit(ctx, s.addr(c).String(), cred.Account.ID)
+	if fetch != nil && !a.Blocked && a.Window.Allowed {
+		// The reads follow the admission. When Redis did not answer it, they
+		// are not sent (each carries context.Canceled): the handler reads the
+		// store instead of waiting for Redis a second time.
+		rctx, cancel := context.WithTimeout(ctx, s.limiter.Config().Timeout)
+		if err != nil {
+			cancel()
+		}
+		s.cache.Read(rctx, fetch)
+		cancel()
+	}
 	if err != nil {
 		// Once per request while Redis is down: rate-limited.
 		s.limitsWarn.Log(c.UserContext(), s.log, slog.LevelWarn, "limits decided by this node alone", "err", err)
