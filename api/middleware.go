@@ -132,7 +132,7 @@ func (s *Server) guard(scope string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		ctx := c.UserContext()
 		addr := s.addr(c)
-		cred, denied := s.judge(c, addr, scope)
+		rec, denied := s.judge(c, addr, scope)
 		if denied != nil {
 			// A block wins over any refusal; a 401 is counted in the same
 			// atomic step that checks the block.
@@ -153,7 +153,7 @@ func (s *Server) guard(scope string) fiber.Handler {
 			}
 			return denied
 		}
-		c.Locals(localCred, cred)
+		c.Locals(localCred, rec)
 		return c.Next()
 	}
 }
@@ -208,8 +208,8 @@ func blockedError(retry time.Duration) error {
 }
 
 // judge checks the key, access, allowlist and scope, all from memory (the
-// key cache reads Postgres only on a miss).
-func (s *Server) judge(c *fiber.Ctx, addr netip.Addr, scope string) (*store.Credential, *Error) {
+// key cache reads Postgres only on a miss), and returns the key's record.
+func (s *Server) judge(c *fiber.Ctx, addr netip.Addr, scope string) (*keyRecord, *Error) {
 	h := c.Get(fiber.HeaderAuthorization)
 	if h == "" {
 		return nil, fail(KindUnauthorized, "no API key: send Authorization: Bearer <key>")
@@ -219,7 +219,8 @@ func (s *Server) judge(c *fiber.Ctx, addr netip.Addr, scope string) (*store.Cred
 		return nil, fail(KindUnauthorized, "malformed API key: expected Authorization: Bearer mdk_live_ followed by 43 characters")
 	}
 	var buf [32]byte
-	cred, err := s.keys.get(c.UserContext(), s.hasher.Hash(buf[:0], secret))
+	rec, err := s.keys.get(c.UserContext(), s.hasher.Hash(buf[:0], secret))
+	cred := rec.credential()
 	switch {
 	case err != nil:
 		return nil, &Error{Kind: KindUnavailable, Message: "keys cannot be checked right now; try again", Err: err}
@@ -236,7 +237,7 @@ func (s *Server) judge(c *fiber.Ctx, addr netip.Addr, scope string) (*store.Cred
 	case scope != "" && !slices.Contains(cred.Key.Scopes, scope):
 		return nil, fail(KindInsufficientScope, "this route needs a key with scope "+scope)
 	}
-	return cred, nil
+	return rec, nil
 }
 
 func setLimitHeaders(c *fiber.Ctx, r ratelimit.Result) {
