@@ -252,8 +252,10 @@ func TestFailOrBlockedBlocksAfterThreshold(t *testing.T) {
 	ctx := context.Background()
 	const addr = "198.51.100.7"
 	for i := 1; i <= limit; i++ {
-		blocked, retry, err := l.FailOrBlocked(ctx, addr)
-		if err != nil || blocked || retry != 0 {
+		if blocked, retry, err := l.Blocked(ctx, addr); err != nil || blocked || retry != 0 {
+			t.Fatalf("request %d: got blocked=%v retry=%v err=%v, want not blocked", i, blocked, retry, err)
+		}
+		if blocked, retry, err := l.FailOrBlocked(ctx, addr); err != nil || blocked || retry != 0 {
 			t.Fatalf("failure %d: got blocked=%v retry=%v err=%v, want counted, not blocked", i, blocked, retry, err)
 		}
 	}
