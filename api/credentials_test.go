@@ -22,7 +22,7 @@ func TestRevocationWithoutNoticeWithinASecond(t *testing.T) {
 		}
 	}))
 	secret, k := e.newKey(t, keyOpts{})
-	time.Sleep(300 * time.Millisecond) // the poller has seen the version after the key's creation
+	waitPollSaw(t, e, n)
 	wantOK(t, n.get(t, "/public/v1/key", secret))
 	wantOK(t, n.get(t, "/public/v1/key", secret)) // cached now
 	start := time.Now()
@@ -31,11 +31,29 @@ func TestRevocationWithoutNoticeWithinASecond(t *testing.T) {
 	t.Logf("revocation without a notice applied after %v", took)
 
 	secret2, k2 := e.newKey(t, keyOpts{})
-	time.Sleep(300 * time.Millisecond)
+	waitPollSaw(t, e, n)
 	wantOK(t, n.get(t, "/public/v1/key", secret2))
 	wantOK(t, n.get(t, "/public/v1/key", secret2))
 	start = time.Now()
 	e.setAccess(t, k2.AccountID, false) // no notice
 	took = pollUntil(t, n, secret2, http.StatusForbidden, start, time.Second)
 	t.Logf("withdrawal without a notice applied after %v", took)
+}
+
+// waitPollSaw waits until n's credentials poll has read the store's current
+// credentials version: from then on, any key or account change moves the
+// version past what the node saw.
+func waitPollSaw(t *testing.T, e *env, n *node) {
+	t.Helper()
+	want, err := e.st.CredentialsVersion(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n.srv.CredentialsVersionSeen() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("the node's credentials poll saw version %d after 5s, want %d", n.srv.CredentialsVersionSeen(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -43,9 +43,10 @@ func fuzzNode(f *testing.F) (addr string, logs *testenv.LogBuffer) {
 		RequestTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second,
 	}, api.Deps{
 		Credentials: store.New(pool),
-		Limiter: ratelimit.New(rdb, ratelimit.Config{
+		Limiter: mustLimiter(f, rdb, ratelimit.Config{
 			Limit: 1 << 30, Window: time.Minute, AuthFailLimit: 1 << 30, AuthFailWindow: time.Minute, Prefix: prefix,
-		}, nil, nil),
+			Timeout: 50 * time.Millisecond,
+		}),
 		Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {

@@ -15,3 +15,7 @@ func (s *Server) AddScopedTestRoute(path, scope string) {
 		return c.JSON(map[string]bool{"ok": true})
 	})
 }
+
+// CredentialsVersionSeen is the credentials version the node's poll last
+// read (-1: none yet), so a test can wait until the poll has seen a change.
+func (s *Server) CredentialsVersionSeen() int64 { return s.keys.version.Load() }

@@ -129,6 +129,16 @@ func withRedis(rdb redis.UniversalClient) option { return func(c *nodeConfig) { 
 func withCredentials(cr api.Credentials) option  { return func(c *nodeConfig) { c.creds = cr } }
 func withSetup(fn func(*api.Server)) option      { return func(c *nodeConfig) { c.setup = fn } }
 
+// mustLimiter is ratelimit.New for a config the test knows is valid.
+func mustLimiter(t testing.TB, rdb redis.UniversalClient, cfg ratelimit.Config) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(rdb, cfg, nil, nil)
+	if err != nil {
+		t.Fatalf("ratelimit.New: %v", err)
+	}
+	return l
+}
+
 // node is one running API node on a real loopback listener.
 type node struct {
 	srv  *api.Server
@@ -148,6 +158,7 @@ func (e *env) node(t *testing.T, opts ...option) *node {
 		},
 		limit: ratelimit.Config{
 			Limit: 100, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: 5 * time.Minute, Prefix: e.prefix,
+			Timeout: 50 * time.Millisecond,
 		},
 		listen: "127.0.0.1:0", rdb: e.rdb, creds: e.st,
 	}
@@ -168,7 +179,7 @@ func (e *env) start(t *testing.T, cfg nodeConfig) *node {
 	logs := &testenv.LogBuffer{}
 	srv, err := api.New(cfg.api, api.Deps{
 		Credentials: cfg.creds, Cache: cfg.cache, Fallback: cfg.fallback,
-		Limiter: ratelimit.New(cfg.rdb, cfg.limit, nil, nil),
+		Limiter: mustLimiter(t, cfg.rdb, cfg.limit),
 		NC:      nc,
 		Log:     slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Now:     e.clock.Now,

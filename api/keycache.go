@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/maypok86/otter/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 
@@ -23,12 +24,17 @@ type Credentials interface {
 
 var _ Credentials = (*store.Store)(nil)
 
+// keyCacheSize bounds how many secrets (keys and unknown ones) a node keeps.
+const keyCacheSize = 100_000
+
 // keyCache keeps key and account records in the node, so the steady-state
-// hot path makes no Postgres query. Entries are dropped by change notices
-// (key revoked, access changed) within milliseconds; the TTL is the safety net
-// for a notice that never arrived. Unknown secrets are cached briefly too, so
-// a flood of bad keys cannot reach Postgres more than the failed-auth limit
-// allows anyway.
+// hot path makes no Postgres query, with each record's rendered GET /key
+// answer. Entries are dropped by change notices (key revoked, access
+// changed) within milliseconds; the TTL is the safety net for a notice that
+// never arrived. Unknown secrets are cached briefly too, so a flood of bad
+// keys cannot reach Postgres more than the failed-auth limit allows anyway.
+// The storage is bounded (otter: size and expiry); what it evicts is only
+// looked up again.
 //
 // While Postgres cannot be reached, a key record fetched within staleMax is
 // served stale (contract: "Degraded dependencies"): no revocation can commit
@@ -36,11 +42,16 @@ var _ Credentials = (*store.Store)(nil)
 // the record for good. A flush (notices may have been missed) only marks
 // records as needing a lookup; they stay as the stale copy for the outage.
 // Negative entries are never served stale.
+//
+// Invalidations are counted (gen). A lookup that began before one may have
+// read the record before the change committed: it neither stores its answer
+// nor is joined by lookups that begin after. Every invalidation and flush
+// also ends every negative entry (a key just created must work at once): a
+// negative entry holds only while gen has not moved since its lookup began.
 type keyCache struct {
 	src    Credentials
 	ttl    time.Duration
 	negTTL time.Duration
-	max    int
 	now    func() time.Time
 	group  singleflight.Group
 
@@ -50,6 +61,9 @@ type keyCache struct {
 	// fetchTimeout bounds one lookup, so a database that hangs answers
 	// from the stale copy instead of holding requests.
 	fetchTimeout time.Duration
+	// render is a record's GET /key answer, rendered once per fetched
+	// record (nil: none rendered, getKey renders on demand).
+	render func(*store.Credential) ([]byte, error)
 	// servedStale counts answers given from a stale record (may be nil).
 	servedStale prometheus.Counter
 	log         *slog.Logger
@@ -60,55 +74,98 @@ type keyCache struct {
 	// stale is true while the node serves stale records (logged on change).
 	stale atomic.Bool
 
-	mu      sync.RWMutex
-	entries map[[sha256.Size]byte]cacheEntry
-	// gen counts invalidations. A lookup that began before one may have
-	// read the record before the change committed: it neither stores its
-	// answer nor is joined by lookups that begin after.
-	gen uint64
+	entries *otter.Cache[[sha256.Size]byte, keyEntry]
+	// mu orders stores after invalidations: a store checks gen and writes
+	// under it, so none lands after an invalidation that its lookup began
+	// before.
+	mu sync.Mutex
+	// gen counts invalidations and flushes; flushed is gen right after the
+	// last flush: records stored before it are looked up again before they
+	// are trusted.
+	gen, flushed atomic.Uint64
+	// version is the credentials version last observed (-1: none yet).
+	version atomic.Int64
 }
 
-type cacheEntry struct {
-	cred    *store.Credential // nil: no key has this hash
+// keyRecord is a key and account record with its GET /key answer.
+type keyRecord struct {
+	cred *store.Credential
+	// body is the rendered GET /key answer (nil: not rendered).
+	body []byte
+}
+
+// credential is the record's credential; nil for no record.
+func (r *keyRecord) credential() *store.Credential {
+	if r == nil {
+		return nil
+	}
+	return r.cred
+}
+
+// keyEntry is what the cache holds for one secret hash.
+type keyEntry struct {
+	rec     *keyRecord // nil: no key has this hash
 	fetched time.Time
-	// revalidate: a flush happened since fetched; look the record up
-	// before trusting it again (it may still be served stale).
-	revalidate bool
+	// gen is the keyCache's gen when the lookup that fetched it began.
+	gen uint64
 }
 
 // downRetry is how long lookups are skipped after one failed because the
 // database could not be reached.
 const downRetry = time.Second
 
-func newKeyCache(src Credentials, ttl time.Duration, now func() time.Time) *keyCache {
-	return &keyCache{
-		src: src, ttl: ttl, negTTL: min(ttl, 2*time.Second), max: 100_000, now: now,
+// newKeyCache returns a cache of at most size secrets on src. now is its
+// clock, for the TTLs as for the stale bound.
+func newKeyCache(src Credentials, ttl time.Duration, size int, now func() time.Time) *keyCache {
+	k := &keyCache{
+		src: src, ttl: ttl, negTTL: min(ttl, 2*time.Second), now: now,
 		fetchTimeout: 3 * time.Second,
-		entries:      map[[sha256.Size]byte]cacheEntry{},
 	}
+	k.version.Store(-1)
+	k.entries = otter.Must(&otter.Options[[sha256.Size]byte, keyEntry]{
+		MaximumSize: size,
+		// A record stays while it may still be served: fresh for ttl, stale
+		// for staleMax; an unknown secret only for negTTL.
+		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[[sha256.Size]byte, keyEntry]) time.Duration {
+			if e.Value.rec == nil {
+				return k.negTTL
+			}
+			return max(k.ttl, k.staleMax)
+		}),
+		Clock: keyClock(now),
+	})
+	return k
 }
 
-// get returns the credential for a secret hash; nil when no key has it.
-func (k *keyCache) get(ctx context.Context, hash []byte) (*store.Credential, error) {
+// keyClock is the cache's clock as otter reads it. It gives no ticks: the
+// cache expires entries as it is used, and needs no goroutine of its own.
+type keyClock func() time.Time
+
+func (c keyClock) NowNano() int64                      { return c().UnixNano() }
+func (c keyClock) Tick(time.Duration) <-chan time.Time { return nil }
+
+// get returns the record for a secret hash; nil when no key has it.
+func (k *keyCache) get(ctx context.Context, hash []byte) (*keyRecord, error) {
 	var h [sha256.Size]byte
 	copy(h[:], hash)
 	now := k.now()
-	k.mu.RLock()
-	e, ok := k.entries[h]
-	gen := k.gen
-	k.mu.RUnlock()
-	if ok && !e.revalidate {
+	gen := k.gen.Load()
+	e, ok := k.entries.GetIfPresent(h)
+	if ok && e.rec == nil && e.gen != gen {
+		ok = false // an invalidation since: unknown secrets are asked again
+	}
+	if ok && e.gen >= k.flushed.Load() {
 		ttl := k.ttl
-		if e.cred == nil {
+		if e.rec == nil {
 			ttl = k.negTTL
 		}
 		if now.Sub(e.fetched) < ttl {
-			return e.cred, nil
+			return e.rec, nil
 		}
 	}
-	if ok && e.cred != nil && now.UnixNano() < k.downUntil.Load() {
-		if cred, ok := k.staleCopy(h, now); ok {
-			return cred, nil
+	if ok && e.rec != nil && now.UnixNano() < k.downUntil.Load() {
+		if rec, ok := k.staleCopy(h, now); ok {
+			return rec, nil
 		}
 	}
 	v, err, _ := k.group.Do(string(h[:])+strconv.FormatUint(gen, 36), func() (any, error) {
@@ -124,34 +181,48 @@ func (k *keyCache) get(ctx context.Context, hash []byte) (*store.Credential, err
 			}
 			return nil, err
 		}
-		k.put(h, cacheEntry{cred: cred, fetched: now}, gen)
+		rec := k.record(cred)
+		k.put(h, keyEntry{rec: rec, fetched: now, gen: gen})
 		if k.stale.CompareAndSwap(true, false) && k.log != nil {
 			k.log.Info("keys are checked against postgres again")
 		}
-		return cred, nil
+		return rec, nil
 	})
 	if err != nil {
 		if store.IsUnavailable(err) {
-			if cred, ok := k.staleCopy(h, now); ok {
-				return cred, nil
+			if rec, ok := k.staleCopy(h, now); ok {
+				return rec, nil
 			}
 		}
 		return nil, err
 	}
-	return v.(*store.Credential), nil
+	return v.(*keyRecord), nil
+}
+
+// record is the cached form of a fetched credential (nil: unknown secret),
+// its /key answer rendered now, once for every request it will serve.
+func (k *keyCache) record(cred *store.Credential) *keyRecord {
+	if cred == nil {
+		return nil
+	}
+	rec := &keyRecord{cred: cred}
+	if k.render != nil {
+		if body, err := k.render(cred); err == nil {
+			rec.body = body
+		}
+	}
+	return rec
 }
 
 // staleCopy returns the record held for h if one may be served stale: it is
 // a key (not an unknown secret), no notice dropped it, and it was fetched
 // within staleMax.
-func (k *keyCache) staleCopy(h [sha256.Size]byte, now time.Time) (*store.Credential, bool) {
+func (k *keyCache) staleCopy(h [sha256.Size]byte, now time.Time) (*keyRecord, bool) {
 	if k.staleMax <= 0 {
 		return nil, false
 	}
-	k.mu.RLock()
-	e, ok := k.entries[h]
-	k.mu.RUnlock()
-	if !ok || e.cred == nil || now.Sub(e.fetched) >= k.staleMax {
+	e, ok := k.entries.GetIfPresent(h)
+	if !ok || e.rec == nil || now.Sub(e.fetched) >= k.staleMax {
 		return nil, false
 	}
 	if k.servedStale != nil {
@@ -160,61 +231,56 @@ func (k *keyCache) staleCopy(h [sha256.Size]byte, now time.Time) (*store.Credent
 	if k.stale.CompareAndSwap(false, true) && k.log != nil {
 		k.log.Warn("postgres unreachable: serving keys from this node's memory", "key_stale_max", k.staleMax.String())
 	}
-	return e.cred, true
+	return e.rec, true
 }
 
-func (k *keyCache) put(h [sha256.Size]byte, e cacheEntry, gen uint64) {
+// put stores e unless an invalidation or flush happened since its lookup
+// began.
+func (k *keyCache) put(h [sha256.Size]byte, e keyEntry) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if gen != k.gen {
+	if e.gen != k.gen.Load() {
 		return
 	}
-	if len(k.entries) >= k.max {
-		now := k.now()
-		keep := max(k.ttl, k.staleMax)
-		for key, old := range k.entries {
-			if old.cred == nil || now.Sub(old.fetched) >= keep {
-				delete(k.entries, key)
-			}
-		}
-		if len(k.entries) >= k.max {
-			clear(k.entries)
-		}
-	}
-	k.entries[h] = e
+	k.entries.Set(h, e)
 }
 
 // invalidate drops what is cached of an account (all its keys) or of one
-// key, and every negative entry (a key just created must work at once).
+// key, and ends every negative entry (a key just created must work at once).
 // What it drops is not served stale either: the notice may be a revocation.
 func (k *keyCache) invalidate(accountID, keyID string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.gen++
-	for h, e := range k.entries {
-		if e.cred == nil || (accountID != "" && e.cred.Account.ID == accountID) || (keyID != "" && e.cred.Key.ID == keyID) {
-			delete(k.entries, h)
+	k.gen.Add(1)
+	var drop [][sha256.Size]byte
+	for h, e := range k.entries.All() {
+		if c := e.rec.credential(); c != nil && ((accountID != "" && c.Account.ID == accountID) || (keyID != "" && c.Key.ID == keyID)) {
+			drop = append(drop, h)
 		}
+	}
+	for _, h := range drop {
+		k.entries.Invalidate(h)
 	}
 }
 
 // flush makes every record be looked up again before it is trusted: after a
 // NATS reconnect or a credentials version change, notices may have been
-// missed. Negative entries are dropped; key records stay as stale copies for
-// a Postgres outage: no revocation commits while the primary is down, and a
+// missed. Negative entries end; key records stay as stale copies for a
+// Postgres outage: no revocation commits while the primary is down, and a
 // flush does not say which record changed. (Left open: a revocation whose
 // notice is lost and whose commit the version poll sees in the last moment
 // before the primary goes down is served stale until Postgres answers.)
 func (k *keyCache) flush() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.gen++
-	for h, e := range k.entries {
-		if e.cred == nil {
-			delete(k.entries, h)
-			continue
-		}
-		e.revalidate = true
-		k.entries[h] = e
+	k.flushed.Store(k.gen.Add(1))
+}
+
+// observeVersion takes the credentials version the node just read (every
+// key or account change moves it): when it moved since the last one, a
+// notice may have been missed, so every record is looked up again (flush).
+func (k *keyCache) observeVersion(v int64) {
+	if last := k.version.Swap(v); last >= 0 && last != v {
+		k.flush()
 	}
 }

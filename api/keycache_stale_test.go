@@ -49,13 +49,14 @@ func TestKeyCacheServesStaleWhilePostgresDown(t *testing.T) {
 	src := &downCredentials{}
 	live := &store.Credential{Key: store.Key{ID: "key_1"}, Account: store.Account{ID: "acc_1", AccessGranted: true}}
 	other := &store.Credential{Key: store.Key{ID: "key_2"}, Account: store.Account{ID: "acc_2", AccessGranted: true}}
-	k := newKeyCache(src, 10*time.Second, clock)
+	k := newKeyCache(src, 10*time.Second, keyCacheSize, clock)
 	k.staleMax = time.Minute
 	k.servedStale = prometheus.NewCounter(prometheus.CounterOpts{Name: "stale_total"})
 	ctx := context.Background()
 	get := func(h string) (*store.Credential, error) {
 		t.Helper()
-		return k.get(ctx, []byte(h))
+		rec, err := k.get(ctx, []byte(h))
+		return rec.credential(), err
 	}
 
 	src.cred.Store(live)
@@ -96,7 +97,7 @@ func TestKeyCacheServesStaleWhilePostgresDown(t *testing.T) {
 	}
 
 	// A refusal that is not about reaching the database is not papered over.
-	k2 := newKeyCache(src, 10*time.Second, clock)
+	k2 := newKeyCache(src, 10*time.Second, keyCacheSize, clock)
 	k2.staleMax = time.Minute
 	src.err.Store(nil)
 	src.cred.Store(live)
@@ -116,8 +117,8 @@ func TestKeyCacheServesStaleWhilePostgresDown(t *testing.T) {
 	revoked.Key.RevokedAt = &at
 	src.cred.Store(&revoked)
 	now.Add(int64(2 * downRetry))
-	if c, err := k2.get(ctx, []byte("h1")); err != nil || c.Key.RevokedAt == nil {
-		t.Errorf("Postgres back: got %v, %v; want the fresh (revoked) record", c, err)
+	if rec, err := k2.get(ctx, []byte("h1")); err != nil || rec.credential().Key.RevokedAt == nil {
+		t.Errorf("Postgres back: got %v, %v; want the fresh (revoked) record", rec, err)
 	}
 }
 
@@ -127,7 +128,7 @@ func TestKeyCacheStaleOff(t *testing.T) {
 	now.Store(time.Now().UnixNano())
 	src := &downCredentials{}
 	src.cred.Store(&store.Credential{Key: store.Key{ID: "key_1"}})
-	k := newKeyCache(src, 10*time.Second, func() time.Time { return time.Unix(0, now.Load()) })
+	k := newKeyCache(src, 10*time.Second, keyCacheSize, func() time.Time { return time.Unix(0, now.Load()) })
 	if _, err := k.get(context.Background(), []byte("h")); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestKeyCacheDownSkipsLookups(t *testing.T) {
 	now.Store(time.Now().UnixNano())
 	src := &downCredentials{}
 	src.cred.Store(&store.Credential{Key: store.Key{ID: "key_1"}})
-	k := newKeyCache(src, 10*time.Second, func() time.Time { return time.Unix(0, now.Load()) })
+	k := newKeyCache(src, 10*time.Second, keyCacheSize, func() time.Time { return time.Unix(0, now.Load()) })
 	k.staleMax = time.Minute
 	if _, err := k.get(context.Background(), []byte("h")); err != nil {
 		t.Fatal(err)

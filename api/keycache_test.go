@@ -37,16 +37,16 @@ func TestKeyCacheNoticeDuringFetch(t *testing.T) {
 	src := &slowCredentials{started: make(chan struct{}), release: make(chan struct{})}
 	live := &store.Credential{Key: store.Key{ID: "key_1", ExpiresAt: time.Now().Add(time.Hour)}, Account: store.Account{ID: "acc_1", AccessGranted: true}}
 	src.cred.Store(live)
-	k := newKeyCache(src, 10*time.Second, time.Now)
+	k := newKeyCache(src, 10*time.Second, keyCacheSize, time.Now)
 	hash := []byte("hash-of-the-secret")
 
 	done := make(chan *store.Credential)
 	go func() {
-		c, err := k.get(context.Background(), hash)
+		rec, err := k.get(context.Background(), hash)
 		if err != nil {
 			t.Errorf("get: %v", err)
 		}
-		done <- c
+		done <- rec.credential()
 	}()
 	<-src.started
 	// The key is revoked and the notice handled while the lookup is in flight.
@@ -58,12 +58,12 @@ func TestKeyCacheNoticeDuringFetch(t *testing.T) {
 	close(src.release)
 	<-done
 
-	got, err := k.get(context.Background(), hash)
+	rec, err := k.get(context.Background(), hash)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got == nil || got.Key.RevokedAt == nil {
-		t.Errorf("after the notice: cached record %+v, want the revoked one (a fresh lookup)", got)
+	if got := rec.credential(); got == nil || got.Key.RevokedAt == nil {
+		t.Errorf("after the notice: cached record %+v, want the revoked one (a fresh lookup)", rec.credential())
 	}
 }
 
@@ -75,7 +75,7 @@ func TestKeyCacheTTL(t *testing.T) {
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
 	src := &slowCredentials{}
 	src.cred.Store(&store.Credential{Key: store.Key{ID: "key_1"}, Account: store.Account{ID: "acc_1"}})
-	k := newKeyCache(src, 10*time.Second, clock)
+	k := newKeyCache(src, 10*time.Second, keyCacheSize, clock)
 	get := func() {
 		t.Helper()
 		if _, err := k.get(context.Background(), []byte("h")); err != nil {

@@ -113,7 +113,10 @@ func limStart(t *testing.T, n int, rl ratelimit.Config, trusted []netip.Prefix) 
 	for range n {
 		nodeRdb := redis.NewClient(opt) // each node has its own connections, as in production
 		t.Cleanup(func() { nodeRdb.Close() })
-		lim := ratelimit.New(nodeRdb, rl, func() int { return n }, time.Now)
+		lim, err := ratelimit.New(nodeRdb, rl, func() int { return n }, time.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
 		srv, err := api.New(api.Config{
 			DocsOrigin: "http://127.0.0.1:8081", TrustedProxies: trusted,
 			KeyPepper: limPepper, CursorSecret: []byte("limits-test-cursor-secret-0123456789"),

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
@@ -131,7 +132,7 @@ func (s *Server) guard(scope string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		ctx := c.UserContext()
 		addr := s.addr(c)
-		cred, denied := s.judge(c, addr, scope)
+		rec, denied := s.judge(c, addr, scope)
 		if denied != nil {
 			// A block wins over any refusal; a 401 is counted in the same
 			// atomic step that checks the block.
@@ -152,29 +153,42 @@ func (s *Server) guard(scope string) fiber.Handler {
 			}
 			return denied
 		}
-		c.Locals(localCred, cred)
+		c.Locals(localCred, rec)
 		return c.Next()
 	}
 }
 
 // admit checks the address's block and the account's window in one Redis
-// round trip, together with the reads fetch queues (nil: none), and puts
-// the RateLimit headers on the answer. Handlers call it after validating
-// their parameters in memory but answer 422 only after it: the window comes
-// before parameters in the contract's order.
+// round trip, then sends the reads fetch queues (nil: none) to Redis, and
+// puts the RateLimit headers on the answer. Handlers call it after
+// validating their parameters in memory but answer 422 only after it: the
+// window comes before parameters in the contract's order.
 func (s *Server) admit(c *fiber.Ctx, fetch func(redis.Pipeliner)) error {
 	_, err := s.admitFetch(c, fetch)
 	return err
 }
 
 // admitFetch is admit that also reports whether fetch's reads were sent
-// (false when the node decided alone: Redis did not answer).
+// (false when the node decided alone: Redis did not answer; the reads are
+// not sent and each carries context.Canceled).
 func (s *Server) admitFetch(c *fiber.Ctx, fetch func(redis.Pipeliner)) (bool, error) {
 	cred := credential(c)
 	if cred == nil {
 		return false, errNoCredential
 	}
-	a, err := s.limiter.AdmitWith(c.UserContext(), s.addr(c).String(), cred.Account.ID, fetch)
+	ctx := c.UserContext()
+	a, err := s.limiter.Admit(ctx, s.addr(c).String(), cred.Account.ID)
+	if fetch != nil && !a.Blocked && a.Window.Allowed {
+		// The reads follow the admission. When Redis did not answer it, they
+		// are not sent (each carries context.Canceled): the handler reads the
+		// store instead of waiting for Redis a second time.
+		rctx, cancel := context.WithTimeout(ctx, s.limiter.Config().Timeout)
+		if err != nil {
+			cancel()
+		}
+		s.cache.Read(rctx, fetch)
+		cancel()
+	}
 	if err != nil {
 		// Once per request while Redis is down: rate-limited.
 		s.limitsWarn.Log(c.UserContext(), s.log, slog.LevelWarn, "limits decided by this node alone", "err", err)
@@ -194,8 +208,8 @@ func blockedError(retry time.Duration) error {
 }
 
 // judge checks the key, access, allowlist and scope, all from memory (the
-// key cache reads Postgres only on a miss).
-func (s *Server) judge(c *fiber.Ctx, addr netip.Addr, scope string) (*store.Credential, *Error) {
+// key cache reads Postgres only on a miss), and returns the key's record.
+func (s *Server) judge(c *fiber.Ctx, addr netip.Addr, scope string) (*keyRecord, *Error) {
 	h := c.Get(fiber.HeaderAuthorization)
 	if h == "" {
 		return nil, fail(KindUnauthorized, "no API key: send Authorization: Bearer <key>")
@@ -205,7 +219,8 @@ func (s *Server) judge(c *fiber.Ctx, addr netip.Addr, scope string) (*store.Cred
 		return nil, fail(KindUnauthorized, "malformed API key: expected Authorization: Bearer mdk_live_ followed by 43 characters")
 	}
 	var buf [32]byte
-	cred, err := s.keys.get(c.UserContext(), s.hasher.Hash(buf[:0], secret))
+	rec, err := s.keys.get(c.UserContext(), s.hasher.Hash(buf[:0], secret))
+	cred := rec.credential()
 	switch {
 	case err != nil:
 		return nil, &Error{Kind: KindUnavailable, Message: "keys cannot be checked right now; try again", Err: err}
@@ -222,7 +237,7 @@ func (s *Server) judge(c *fiber.Ctx, addr netip.Addr, scope string) (*store.Cred
 	case scope != "" && !slices.Contains(cred.Key.Scopes, scope):
 		return nil, fail(KindInsufficientScope, "this route needs a key with scope "+scope)
 	}
-	return cred, nil
+	return rec, nil
 }
 
 func setLimitHeaders(c *fiber.Ctx, r ratelimit.Result) {

@@ -32,9 +32,10 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled: routes only
 	defer rdb.Close()
 	srv, err := api.New(api.Config{DocsOrigin: "http://docs.example"}, api.Deps{
-		Cache:   cache.New(rdb, "x:", cache.Rules{Retention: time.Hour, Now: time.Now}),
-		Limiter: ratelimit.New(rdb, ratelimit.Config{Limit: 1, Window: time.Second, AuthFailLimit: 1, AuthFailWindow: time.Second}, nil, nil),
-		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Cache: cache.New(rdb, "x:", cache.Rules{Retention: time.Hour, Now: time.Now}),
+		Limiter: mustLimiter(t, rdb, ratelimit.Config{Limit: 1, Window: time.Second, AuthFailLimit: 1, AuthFailWindow: time.Second,
+			Timeout: 50 * time.Millisecond}),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)

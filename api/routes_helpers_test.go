@@ -98,6 +98,7 @@ func (w *rtWorld) start(t *testing.T, opts ...option) *node {
 		},
 		limit: ratelimit.Config{
 			Limit: 1_000_000, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: 5 * time.Minute, Prefix: w.prefix,
+			Timeout: 50 * time.Millisecond,
 		},
 		listen: "127.0.0.1:0", rdb: w.rdb, creds: w.st,
 		fallback: w.st, load: true,

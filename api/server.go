@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -94,12 +93,10 @@ type Server struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	subs     []*nats.Subscription
-	// keyBodies holds rendered /key answers by key id (see getKey).
-	keyBodies sync.Map
-	hasher    *store.Hasher
-	cache     *cache.Cache
-	fallback  Fallback
-	search    *searchIndex
+	hasher   *store.Hasher
+	cache    *cache.Cache
+	fallback Fallback
+	search   *searchIndex
 	// repairs bounds the background cache repairs in flight.
 	repairs chan struct{}
 	prices  *priceCache
@@ -154,7 +151,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		d.Registry = prometheus.NewRegistry()
 	}
 	s := &Server{
-		cfg: cfg, keys: newKeyCache(d.Credentials, cfg.KeyCacheTTL, d.Now), limiter: d.Limiter,
+		cfg: cfg, keys: newKeyCache(d.Credentials, cfg.KeyCacheTTL, keyCacheSize, d.Now), limiter: d.Limiter,
 		log: d.Log, now: d.Now, origins: map[string]bool{cfg.DocsOrigin: true},
 		hasher: store.NewHasher(cfg.KeyPepper), cache: d.Cache, fallback: d.Fallback,
 		repairs: make(chan struct{}, 16),
@@ -176,6 +173,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	}, []string{"route", "status"})
 	s.keys.staleMax = cfg.KeyStaleMax
 	s.keys.log = d.Log
+	s.keys.render = s.renderKey
 	s.keys.servedStale = f.NewCounter(prometheus.CounterOpts{
 		Name: "marketdata_api_keys_served_stale_total",
 		Help: "Requests whose key was accepted from the node's memory because Postgres could not be reached (MD_KEY_STALE_MAX).",
@@ -377,8 +375,13 @@ func (s *Server) observe(c *fiber.Ctx) error {
 
 // credential is the authenticated key of the request.
 func credential(c *fiber.Ctx) *store.Credential {
-	cred, _ := c.Locals(localCred).(*store.Credential)
-	return cred
+	return keyRecordOf(c).credential()
+}
+
+// keyRecordOf is the authenticated key of the request with its /key answer.
+func keyRecordOf(c *fiber.Ctx) *keyRecord {
+	rec, _ := c.Locals(localCred).(*keyRecord)
+	return rec
 }
 
 type localKey int
@@ -419,16 +422,12 @@ const credentialsPoll = 250 * time.Millisecond
 func (s *Server) watchCredentials(ctx context.Context, v credentialsVersioner) {
 	t := time.NewTicker(credentialsPoll)
 	defer t.Stop()
-	var last int64 = -1
 	for {
 		qctx, cancel := context.WithTimeout(ctx, credentialsPoll)
 		cur, err := v.CredentialsVersion(qctx)
 		cancel()
 		if err == nil {
-			if last >= 0 && cur != last {
-				s.keys.flush()
-			}
-			last = cur
+			s.keys.observeVersion(cur)
 		}
 		select {
 		case <-ctx.Done():

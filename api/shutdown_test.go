@@ -29,9 +29,10 @@ func TestGracefulShutdown(t *testing.T) {
 		DocsOrigin: docsOrigin, KeyPepper: e.pepper, CursorSecret: e.cursor, KeyNoticeSubject: e.subject,
 	}, api.Deps{
 		Credentials: e.st,
-		Limiter: ratelimit.New(e.rdb, ratelimit.Config{
+		Limiter: mustLimiter(t, e.rdb, ratelimit.Config{
 			Limit: 1_000_000, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: time.Minute, Prefix: e.prefix,
-		}, nil, nil),
+			Timeout: 50 * time.Millisecond,
+		}),
 		NC:  e.nc,
 		Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		Now: e.clock.Now,

@@ -19,7 +19,7 @@ import (
 // SCRIPT FLUSH runs on a private Redis, not the shared one.
 func TestAdmitChargesOnce(t *testing.T) {
 	rdb, _ := testenv.PrivateRedis(t)
-	l := ratelimit.New(rdb, ratelimit.Config{Limit: 10, Window: 10 * time.Second, AuthFailLimit: 3, AuthFailWindow: time.Minute,
+	l := mustNew(t, rdb, ratelimit.Config{Limit: 10, Window: 10 * time.Second, AuthFailLimit: 3, AuthFailWindow: time.Minute,
 		Prefix: "t:", Timeout: 2 * time.Second}, func() int { return 1 }, time.Now)
 	ctx := context.Background()
 	roomInWindow(t, rdb, 10*time.Second, 2*time.Second)
@@ -42,11 +42,12 @@ func TestAdmitChargesOnce(t *testing.T) {
 // TestAdmitBlockedRefunds: an admission from a blocked address answers
 // blocked and leaves the account's window as it was.
 func TestAdmitBlockedRefunds(t *testing.T) {
-	l, rdb, _ := newLimiter(t, ratelimit.Config{Limit: 10, Window: 10 * time.Second, AuthFailLimit: 2, AuthFailWindow: time.Minute})
+	l, rdb, _ := newLimiter(t, ratelimit.Config{Limit: 10, Window: 10 * time.Second, AuthFailLimit: 2, AuthFailWindow: time.Minute,
+		Timeout: 2 * time.Second})
 	ctx := context.Background()
 	roomInWindow(t, rdb, 10*time.Second, 2*time.Second)
 	for range 2 {
-		if err := l.Failed(ctx, "192.0.2.9"); err != nil {
+		if _, _, err := l.FailOrBlocked(ctx, "192.0.2.9"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,7 +71,8 @@ func TestAdmitBlockedRefunds(t *testing.T) {
 // TestFailOrBlockedExact: many bad requests at once from one address get
 // exactly `limit` 401s; the rest are told the address is blocked.
 func TestFailOrBlockedExact(t *testing.T) {
-	l, _, _ := newLimiter(t, ratelimit.Config{Limit: 10, Window: time.Minute, AuthFailLimit: 5, AuthFailWindow: time.Minute})
+	l, _, _ := newLimiter(t, ratelimit.Config{Limit: 10, Window: time.Minute, AuthFailLimit: 5, AuthFailWindow: time.Minute,
+		Timeout: 2 * time.Second})
 	var mu sync.Mutex
 	counted, blocked := 0, 0
 	var wg sync.WaitGroup
@@ -104,10 +106,11 @@ func TestFailOrBlockedExact(t *testing.T) {
 // a window, each accepted request seeing a distinct Remaining.
 func TestAdmitConcurrentExact(t *testing.T) {
 	const limit, w, nodes, calls = 60, 10 * time.Second, 3, 600
-	first, rdb, prefix := newLimiter(t, ratelimit.Config{Limit: limit, Window: w, AuthFailLimit: 5, AuthFailWindow: time.Minute})
+	first, rdb, prefix := newLimiter(t, ratelimit.Config{Limit: limit, Window: w, AuthFailLimit: 5, AuthFailWindow: time.Minute,
+		Timeout: 2 * time.Second})
 	limiters := []*ratelimit.Limiter{first}
 	for range nodes - 1 {
-		limiters = append(limiters, ratelimit.New(rdb, ratelimit.Config{Limit: limit, Window: w, AuthFailLimit: 5,
+		limiters = append(limiters, mustNew(t, rdb, ratelimit.Config{Limit: limit, Window: w, AuthFailLimit: 5,
 			AuthFailWindow: time.Minute, Prefix: prefix, Timeout: 2 * time.Second}, nil, nil))
 	}
 	reg := prometheus.NewRegistry()
@@ -172,11 +175,12 @@ func TestAdmitConcurrentExact(t *testing.T) {
 // ones are all refused as blocked and none stays counted.
 func TestAdmitBlockedBatchRefunds(t *testing.T) {
 	const limit = 100
-	l, rdb, _ := newLimiter(t, ratelimit.Config{Limit: limit, Window: 10 * time.Second, AuthFailLimit: 2, AuthFailWindow: time.Minute})
+	l, rdb, _ := newLimiter(t, ratelimit.Config{Limit: limit, Window: 10 * time.Second, AuthFailLimit: 2, AuthFailWindow: time.Minute,
+		Timeout: 2 * time.Second})
 	ctx := context.Background()
 	roomInWindow(t, rdb, 10*time.Second, 3*time.Second)
 	for range 2 {
-		if err := l.Failed(ctx, "192.0.2.66"); err != nil {
+		if _, _, err := l.FailOrBlocked(ctx, "192.0.2.66"); err != nil {
 			t.Fatal(err)
 		}
 	}

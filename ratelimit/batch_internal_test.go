@@ -45,15 +45,15 @@ func TestAdmitBatchPlaces(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := 30 * time.Second
-			l := New(rdb, Config{Limit: tc.limit, Window: w, AuthFailLimit: 1, AuthFailWindow: time.Minute,
-				Prefix: fmt.Sprintf("%s%d:", prefix, i), Timeout: 2 * time.Second}, nil, nil)
+			l := mustNewInternal(t, rdb, Config{Limit: tc.limit, Window: w, AuthFailLimit: 1, AuthFailWindow: time.Minute,
+				Prefix: fmt.Sprintf("%s%d:", prefix, i), Timeout: 2 * time.Second})
 			roomInWindow(t, rdb, w, 3*time.Second)
-			if err := l.Failed(ctx, bad); err != nil {
+			if _, _, err := l.FailOrBlocked(ctx, bad); err != nil {
 				t.Fatal(err)
 			}
 			for range tc.used {
-				if r, err := l.Allow(ctx, "acc"); err != nil || !r.Allowed {
-					t.Fatalf("Allow: %+v, %v", r, err)
+				if a, err := l.Admit(ctx, good, "acc"); err != nil || !a.Window.Allowed {
+					t.Fatalf("Admit: %+v, %v", a, err)
 				}
 			}
 			var reqs []*admitReq
@@ -90,8 +90,8 @@ func TestAdmitBatchLostScript(t *testing.T) {
 	prefix := "t:"
 	ctx := context.Background()
 	w := 30 * time.Second
-	l := New(rdb, Config{Limit: 2, Window: w, AuthFailLimit: 5, AuthFailWindow: time.Minute,
-		Prefix: prefix, Timeout: 2 * time.Second}, nil, nil)
+	l := mustNewInternal(t, rdb, Config{Limit: 2, Window: w, AuthFailLimit: 5, AuthFailWindow: time.Minute,
+		Prefix: prefix, Timeout: 2 * time.Second})
 	roomInWindow(t, rdb, w, 3*time.Second)
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -117,6 +117,16 @@ func TestAdmitBatchLostScript(t *testing.T) {
 	if got := l.windowCalls.Load(); got != 6 {
 		t.Errorf("window calls: %d, want 6 (3 lost, 3 re-run)", got)
 	}
+}
+
+// mustNewInternal is New for a config the test knows is valid.
+func mustNewInternal(t *testing.T, rdb redis.UniversalClient, cfg Config) *Limiter {
+	t.Helper()
+	l, err := New(rdb, cfg, nil, nil)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return l
 }
 
 // roomInWindow waits until the aligned window of length w has at least

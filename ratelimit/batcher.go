@@ -3,21 +3,18 @@ package ratelimit
 import (
 	"sync"
 	"sync/atomic"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // admitReq is one queued admission.
 type admitReq struct {
 	addr, account string
-	fetch         func(redis.Pipeliner)
 	res           Admission
 	err           error
 	done          chan struct{}
 	// state is reqQueued until a sender takes the request (reqTaken) or the
 	// caller gives up waiting first (reqAbandoned): exactly one of them wins,
 	// so an abandoned request is never counted in Redis, and a taken one is
-	// always finished (done closed) before its caller reads its results.
+	// always finished (done closed) before its caller reads its result.
 	state atomic.Int32
 }
 

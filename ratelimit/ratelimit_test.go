@@ -2,7 +2,6 @@ package ratelimit_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -14,16 +13,33 @@ import (
 	"github.com/marketdata/marketdata/ratelimit"
 )
 
-// newLimiter returns a limiter on the test's own Redis prefix. The timeout
-// is generous: these tests judge the Redis scripts, not the fallback.
+// These tests run the scripts on the real Redis (the shared one, each test
+// on its own prefix); scripts_unit_test.go runs the same rules on miniredis
+// with a clock the test controls.
+
+// baseConfig is a complete config; tests change what they judge. The
+// timeout is generous: these tests judge the Redis scripts, not the fallback.
+func baseConfig() ratelimit.Config {
+	return ratelimit.Config{Limit: 10, Window: 10 * time.Second, AuthFailLimit: 5, AuthFailWindow: time.Minute,
+		Timeout: 2 * time.Second}
+}
+
+// newLimiter returns a limiter on the test's own Redis prefix.
 func newLimiter(t *testing.T, cfg ratelimit.Config) (*ratelimit.Limiter, *redis.Client, string) {
 	t.Helper()
 	rdb, prefix := testenv.Redis(t)
 	cfg.Prefix = prefix
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 2 * time.Second
+	return mustNew(t, rdb, cfg, func() int { return 1 }, time.Now), rdb, prefix
+}
+
+// mustNew is ratelimit.New for a config the test knows is valid.
+func mustNew(t *testing.T, rdb redis.UniversalClient, cfg ratelimit.Config, peers func() int, now func() time.Time) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(rdb, cfg, peers, now)
+	if err != nil {
+		t.Fatalf("ratelimit.New: %v", err)
 	}
-	return ratelimit.New(rdb, cfg, func() int { return 1 }, time.Now), rdb, prefix
+	return l
 }
 
 // redisNow is the Redis clock, which the scripts judge windows by.
@@ -45,32 +61,36 @@ func roomInWindow(t *testing.T, rdb *redis.Client, w, need time.Duration) {
 	// Windows are aligned on multiples of w since the Unix epoch.
 	left := time.Duration(wms-ms%wms) * time.Millisecond
 	if left < need {
-		time.Sleep(left + 5*time.Millisecond)
+		time.Sleep(left + 5*time.Millisecond) // the window boundary itself is what the test waits for
 	}
 }
 
-func allow(t *testing.T, l *ratelimit.Limiter, account string) ratelimit.Result {
+// admitWindow admits one request of account from a never-blocked address
+// and returns its window decision, failing on anything but a Redis decision.
+func admitWindow(t *testing.T, l *ratelimit.Limiter, account string) ratelimit.Result {
 	t.Helper()
-	r, err := l.Allow(context.Background(), account)
+	a, err := l.Admit(context.Background(), "192.0.2.200", account)
 	if err != nil {
-		t.Fatalf("Allow(%s): %v", account, err)
+		t.Fatalf("Admit(%s): %v", account, err)
 	}
-	if r.Degraded {
-		t.Fatalf("Allow(%s): got a degraded decision with Redis up", account)
+	if a.Blocked || a.Window.Degraded {
+		t.Fatalf("Admit(%s): got %+v, want a window decision of Redis", account, a)
 	}
-	return r
+	return a.Window
 }
 
-// TestAllowCountsDown: a fresh window accepts exactly Limit requests,
+// TestAdmitCountsDown: a fresh window accepts exactly Limit requests,
 // Remaining counting from Limit-1 down to 0; the next is refused with
 // RetryAfter = ResetAfter, within the window.
-func TestAllowCountsDown(t *testing.T) {
+func TestAdmitCountsDown(t *testing.T) {
 	t.Parallel()
 	const limit, w = 5, 10 * time.Second
-	l, rdb, _ := newLimiter(t, ratelimit.Config{Limit: limit, Window: w})
+	cfg := baseConfig()
+	cfg.Limit, cfg.Window = limit, w
+	l, rdb, _ := newLimiter(t, cfg)
 	roomInWindow(t, rdb, w, 2*time.Second)
 	for i := range limit {
-		r := allow(t, l, "acc_a")
+		r := admitWindow(t, l, "acc_a")
 		if !r.Allowed || r.Remaining != limit-1-i || r.Limit != limit || r.RetryAfter != 0 {
 			t.Fatalf("request %d: got %+v, want allowed with Remaining %d, Limit %d, no RetryAfter", i+1, r, limit-1-i, limit)
 		}
@@ -79,7 +99,7 @@ func TestAllowCountsDown(t *testing.T) {
 		}
 	}
 	for i := range 3 {
-		r := allow(t, l, "acc_a")
+		r := admitWindow(t, l, "acc_a")
 		if r.Allowed || r.Remaining != 0 || r.Limit != limit {
 			t.Fatalf("request %d: got %+v, want refused with Remaining 0", limit+1+i, r)
 		}
@@ -89,54 +109,61 @@ func TestAllowCountsDown(t *testing.T) {
 	}
 }
 
-// TestAllowWindowFrees: after RetryAfter, the next window accepts again.
-func TestAllowWindowFrees(t *testing.T) {
+// TestAdmitWindowFrees: after RetryAfter, the next window accepts again.
+func TestAdmitWindowFrees(t *testing.T) {
 	t.Parallel()
 	const limit, w = 2, time.Second
-	l, rdb, _ := newLimiter(t, ratelimit.Config{Limit: limit, Window: w})
+	cfg := baseConfig()
+	cfg.Limit, cfg.Window = limit, w
+	l, rdb, _ := newLimiter(t, cfg)
 	roomInWindow(t, rdb, w, 300*time.Millisecond)
-	allow(t, l, "acc_a")
-	allow(t, l, "acc_a")
-	r := allow(t, l, "acc_a")
+	admitWindow(t, l, "acc_a")
+	admitWindow(t, l, "acc_a")
+	r := admitWindow(t, l, "acc_a")
 	if r.Allowed {
 		t.Fatalf("third request: got %+v, want refused", r)
 	}
-	time.Sleep(r.RetryAfter + 20*time.Millisecond)
-	if r := allow(t, l, "acc_a"); !r.Allowed || r.Remaining != limit-1 {
+	time.Sleep(r.RetryAfter + 20*time.Millisecond) // the window's end on the Redis clock is the event
+	if r := admitWindow(t, l, "acc_a"); !r.Allowed || r.Remaining != limit-1 {
 		t.Errorf("after RetryAfter: got %+v, want allowed with Remaining %d", r, limit-1)
 	}
 }
 
-// TestAllowAccountsIndependent: one account's exhausted window does not
+// TestAdmitAccountsIndependent: one account's exhausted window does not
 // touch another's.
-func TestAllowAccountsIndependent(t *testing.T) {
+func TestAdmitAccountsIndependent(t *testing.T) {
 	t.Parallel()
 	const limit, w = 3, 10 * time.Second
-	l, rdb, _ := newLimiter(t, ratelimit.Config{Limit: limit, Window: w})
+	cfg := baseConfig()
+	cfg.Limit, cfg.Window = limit, w
+	l, rdb, _ := newLimiter(t, cfg)
 	roomInWindow(t, rdb, w, 2*time.Second)
 	for range limit + 1 {
-		allow(t, l, "acc_a")
+		admitWindow(t, l, "acc_a")
 	}
-	if r := allow(t, l, "acc_a"); r.Allowed {
+	if r := admitWindow(t, l, "acc_a"); r.Allowed {
 		t.Fatalf("acc_a: got %+v, want refused", r)
 	}
 	for i := range limit {
-		if r := allow(t, l, "acc_b"); !r.Allowed || r.Remaining != limit-1-i {
+		if r := admitWindow(t, l, "acc_b"); !r.Allowed || r.Remaining != limit-1-i {
 			t.Fatalf("acc_b request %d: got %+v, want allowed with Remaining %d", i+1, r, limit-1-i)
 		}
 	}
 }
 
-// TestKeysAreHashTagged: each decision touches one key, hash-tagged by the
-// account or the address so it has one slot on Redis Cluster, and the keys
-// expire by themselves.
+// TestKeysAreHashTagged: each decision touches one key (the failed-auth
+// block marker only once the limit is reached), hash-tagged by the account
+// or the address so it has one slot on Redis Cluster, and the keys expire by
+// themselves.
 func TestKeysAreHashTagged(t *testing.T) {
 	t.Parallel()
 	const w, fw = 10 * time.Second, 3 * time.Second
-	l, rdb, prefix := newLimiter(t, ratelimit.Config{Limit: 10, Window: w, AuthFailLimit: 5, AuthFailWindow: fw})
+	cfg := baseConfig()
+	cfg.Window, cfg.AuthFailWindow = w, fw
+	l, rdb, prefix := newLimiter(t, cfg)
 	ctx := context.Background()
-	allow(t, l, "acc_x")
-	if err := l.Failed(ctx, "192.0.2.1"); err != nil {
+	admitWindow(t, l, "acc_x")
+	if _, _, err := l.FailOrBlocked(ctx, "192.0.2.1"); err != nil {
 		t.Fatal(err)
 	}
 	keys, err := rdb.Keys(ctx, prefix+"*").Result()
@@ -162,16 +189,19 @@ func TestKeysAreHashTagged(t *testing.T) {
 	}
 }
 
-// TestAllowConcurrentExact: limiters of several nodes on one Redis, called
-// at once, accept exactly Limit requests of a window, and each accepted
-// request sees a distinct Remaining.
-func TestAllowConcurrentExact(t *testing.T) {
+// TestAdmitConcurrentExactOneAccount: limiters of several nodes on one
+// Redis, called at once for one account, accept exactly Limit requests of a
+// window, and each accepted request sees a distinct Remaining.
+func TestAdmitConcurrentExactOneAccount(t *testing.T) {
 	t.Parallel()
 	const limit, w, nodes, calls = 50, 10 * time.Second, 4, 200
-	first, rdb, prefix := newLimiter(t, ratelimit.Config{Limit: limit, Window: w})
+	cfg := baseConfig()
+	cfg.Limit, cfg.Window = limit, w
+	first, rdb, prefix := newLimiter(t, cfg)
 	limiters := []*ratelimit.Limiter{first}
+	cfg.Prefix = prefix
 	for range nodes - 1 {
-		limiters = append(limiters, ratelimit.New(rdb, ratelimit.Config{Limit: limit, Window: w, Prefix: prefix, Timeout: 2 * time.Second}, nil, nil))
+		limiters = append(limiters, mustNew(t, rdb, cfg, nil, nil))
 	}
 	roomInWindow(t, rdb, w, 3*time.Second)
 	var mu sync.Mutex
@@ -182,14 +212,14 @@ func TestAllowConcurrentExact(t *testing.T) {
 	for i := range calls {
 		wg.Go(func() {
 			<-start
-			r, err := limiters[i%nodes].Allow(context.Background(), "acc_c")
+			a, err := limiters[i%nodes].Admit(context.Background(), "192.0.2.200", "acc_c")
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case err != nil || r.Degraded:
-				t.Errorf("call %d: got %+v, %v; want a Redis decision", i, r, err)
-			case r.Allowed:
-				remaining = append(remaining, r.Remaining)
+			case err != nil || a.Blocked || a.Window.Degraded:
+				t.Errorf("call %d: got %+v, %v; want a Redis decision", i, a, err)
+			case a.Window.Allowed:
+				remaining = append(remaining, a.Window.Remaining)
 			default:
 				refused++
 			}
@@ -208,51 +238,59 @@ func TestAllowConcurrentExact(t *testing.T) {
 	}
 }
 
-// TestFailedBlocksAfterThreshold follows the middleware's order (Blocked,
-// then Failed on a 401): the request that reaches the limit is not blocked
-// yet, the next one is, for the rest of the window; other addresses are not.
-func TestFailedBlocksAfterThreshold(t *testing.T) {
+// TestFailOrBlockedBlocksAfterThreshold follows the middleware's order
+// (FailOrBlocked on a 401): the first Limit failures are counted, not
+// blocked; then the address is blocked for the rest of the window, which
+// Blocked (a 403's check) and FailOrBlocked both report; other addresses are
+// not; after the window the address is free.
+func TestFailOrBlockedBlocksAfterThreshold(t *testing.T) {
 	t.Parallel()
 	const limit, fw = 3, time.Second
-	l, _, _ := newLimiter(t, ratelimit.Config{Limit: 10, Window: time.Minute, AuthFailLimit: limit, AuthFailWindow: fw})
+	cfg := baseConfig()
+	cfg.AuthFailLimit, cfg.AuthFailWindow = limit, fw
+	l, _, _ := newLimiter(t, cfg)
 	ctx := context.Background()
 	const addr = "198.51.100.7"
 	for i := 1; i <= limit; i++ {
-		blocked, retry, err := l.Blocked(ctx, addr)
-		if err != nil || blocked || retry != 0 {
+		if blocked, retry, err := l.Blocked(ctx, addr); err != nil || blocked || retry != 0 {
 			t.Fatalf("request %d: got blocked=%v retry=%v err=%v, want not blocked", i, blocked, retry, err)
 		}
-		if err := l.Failed(ctx, addr); err != nil {
-			t.Fatalf("request %d: Failed: %v", i, err)
+		if blocked, retry, err := l.FailOrBlocked(ctx, addr); err != nil || blocked || retry != 0 {
+			t.Fatalf("failure %d: got blocked=%v retry=%v err=%v, want counted, not blocked", i, blocked, retry, err)
 		}
 	}
 	blocked, retry, err := l.Blocked(ctx, addr)
 	if err != nil || !blocked || retry <= 0 || retry > fw {
 		t.Fatalf("request %d: got blocked=%v retry=%v err=%v, want blocked within (0, %v]", limit+1, blocked, retry, err, fw)
 	}
+	if blocked, retry, err := l.FailOrBlocked(ctx, addr); err != nil || !blocked || retry <= 0 || retry > fw {
+		t.Errorf("failure %d: got blocked=%v retry=%v err=%v, want blocked within (0, %v]", limit+1, blocked, retry, err, fw)
+	}
 	if blocked, _, err := l.Blocked(ctx, "198.51.100.8"); err != nil || blocked {
 		t.Errorf("another address: got blocked=%v err=%v, want not blocked", blocked, err)
 	}
-	time.Sleep(retry + 20*time.Millisecond)
+	time.Sleep(retry + 20*time.Millisecond) // the block's expiry in Redis is the event
 	if blocked, retry, err := l.Blocked(ctx, addr); err != nil || blocked {
 		t.Errorf("after the window: got blocked=%v retry=%v err=%v, want not blocked", blocked, retry, err)
 	}
 }
 
-// TestFailedWindowStartsAtFirstFailure: later failures do not extend the
-// window; the block ends one window after the first failure.
-func TestFailedWindowStartsAtFirstFailure(t *testing.T) {
+// TestFailOrBlockedWindowStartsAtFirstFailure: later failures do not extend
+// the window; the block ends one window after the first failure.
+func TestFailOrBlockedWindowStartsAtFirstFailure(t *testing.T) {
 	t.Parallel()
 	const limit, fw = 2, time.Second
-	l, _, _ := newLimiter(t, ratelimit.Config{Limit: 10, Window: time.Minute, AuthFailLimit: limit, AuthFailWindow: fw})
+	cfg := baseConfig()
+	cfg.AuthFailLimit, cfg.AuthFailWindow = limit, fw
+	l, _, _ := newLimiter(t, cfg)
 	ctx := context.Background()
 	const addr = "2001:db8::7"
 	first := time.Now()
-	if err := l.Failed(ctx, addr); err != nil {
+	if _, _, err := l.FailOrBlocked(ctx, addr); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
-	if err := l.Failed(ctx, addr); err != nil {
+	time.Sleep(500 * time.Millisecond) // time passing within the window is what the test judges
+	if _, _, err := l.FailOrBlocked(ctx, addr); err != nil {
 		t.Fatal(err)
 	}
 	blocked, retry, err := l.Blocked(ctx, addr)
@@ -261,30 +299,5 @@ func TestFailedWindowStartsAtFirstFailure(t *testing.T) {
 	}
 	if left := fw - time.Since(first); retry > left+10*time.Millisecond {
 		t.Errorf("got retry %v, want at most %v (the window started at the first failure)", retry, left)
-	}
-}
-
-func TestSeconds(t *testing.T) {
-	cases := []struct {
-		d    time.Duration
-		want string
-	}{
-		{-time.Second, "1"},
-		{0, "1"},
-		{time.Nanosecond, "1"},
-		{999 * time.Millisecond, "1"},
-		{time.Second, "1"},
-		{time.Second + time.Nanosecond, "2"},
-		{1500 * time.Millisecond, "2"},
-		{2 * time.Second, "2"},
-		{59*time.Second + time.Millisecond, "60"},
-		{5 * time.Minute, "300"},
-	}
-	for _, c := range cases {
-		t.Run(fmt.Sprint(c.d), func(t *testing.T) {
-			if got := ratelimit.Seconds(c.d); got != c.want {
-				t.Errorf("Seconds(%v): got %q, want %q", c.d, got, c.want)
-			}
-		})
 	}
 }

@@ -102,11 +102,14 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 			log.Error("api presence not announced; the Redis-outage fallback counts this node alone", "err", err)
 		}
 	}()
-	limiter := ratelimit.New(rdb, ratelimit.Config{
+	limiter, err := ratelimit.New(rdb, ratelimit.Config{
 		Limit: cfg.RateLimit, Window: cfg.RateWindow,
 		AuthFailLimit: cfg.AuthFailLimit, AuthFailWindow: cfg.AuthFailWindow,
-		Prefix: cfg.RedisPrefix,
+		Prefix: cfg.RedisPrefix, Timeout: 50 * time.Millisecond,
 	}, presence.Count, time.Now)
+	if err != nil {
+		return err
+	}
 	if err := limiter.Register(reg); err != nil {
 		return err
 	}

@@ -1,0 +1,179 @@
+// Package ratelimit holds the limits every API node shares through Redis: the
+// per-account request window and the per-address failed-authentication limit.
+// Each decision is one Lua script on one key (scripts.go), hash-tagged by
+// account or address so it runs on Redis Cluster; the clock is Redis TIME,
+// never the node's. Admissions of concurrent requests share round trips
+// (admit.go, batcher.go). When Redis does not answer, a per-node fallback
+// decides (local.go), its limit divided by the number of live API nodes so
+// that N nodes cannot multiply an account's limit. The package only limits:
+// it sends no one else's commands.
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// Result is one window decision, with what the response headers need.
+type Result struct {
+	Allowed bool
+	// Limit is the window's limit (RateLimit-Limit).
+	Limit int
+	// Remaining is what the window still accepts (RateLimit-Remaining).
+	Remaining int
+	// ResetAfter is the time until the window frees capacity (RateLimit-Reset).
+	ResetAfter time.Duration
+	// RetryAfter is ResetAfter when the request was refused (Retry-After).
+	RetryAfter time.Duration
+	// Degraded is true when Redis did not answer and the node decided alone.
+	Degraded bool
+}
+
+// Config sizes the limits. Every field but Prefix must be set: New does not
+// fill in defaults (cmd/marketdata owns them) and refuses what it cannot use.
+type Config struct {
+	// Limit and Window: requests per window per account (MD_RATE_LIMIT, MD_RATE_WINDOW).
+	Limit  int
+	Window time.Duration
+	// AuthFailLimit and AuthFailWindow: failed authentications per address
+	// (MD_AUTHFAIL_LIMIT, MD_AUTHFAIL_WINDOW).
+	AuthFailLimit  int
+	AuthFailWindow time.Duration
+	// Prefix of the Redis keys.
+	Prefix string
+	// Timeout bounds each Redis round trip before the fallback decides.
+	Timeout time.Duration
+}
+
+// validate refuses a config the scripts cannot run with, naming the field.
+// Windows are counted in whole milliseconds on the Redis clock, so a window
+// under 1ms would be a modulo by zero in the window script.
+func (c Config) validate() error {
+	switch {
+	case c.Limit < 1:
+		return fmt.Errorf("ratelimit: Config.Limit must be at least 1, got %d", c.Limit)
+	case c.Window < time.Millisecond:
+		return fmt.Errorf("ratelimit: Config.Window must be at least 1ms, got %v", c.Window)
+	case c.AuthFailLimit < 1:
+		return fmt.Errorf("ratelimit: Config.AuthFailLimit must be at least 1, got %d", c.AuthFailLimit)
+	case c.AuthFailWindow < time.Millisecond:
+		return fmt.Errorf("ratelimit: Config.AuthFailWindow must be at least 1ms, got %v", c.AuthFailWindow)
+	case c.Timeout <= 0:
+		return fmt.Errorf("ratelimit: Config.Timeout must be positive, got %v", c.Timeout)
+	}
+	return nil
+}
+
+// Limiter makes the decisions.
+type Limiter struct {
+	rdb      redis.UniversalClient
+	cfg      Config
+	fallback *local
+	batcher  batcher
+	// refunding bounds the refunds running off the senders.
+	refunding chan struct{}
+	// Counts of the admission round trips, for Register.
+	trips, admitted, windowCalls, refundFailures atomic.Uint64
+}
+
+// New returns a limiter on rdb, or an error naming the field of cfg it
+// cannot use. peers reports how many API nodes are alive (this one
+// included); the fallback divides the limits by it (nil: this node alone).
+// now is the node's clock, which only the fallback reads (nil: time.Now).
+func New(rdb redis.UniversalClient, cfg Config, peers func() int, now func() time.Time) (*Limiter, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Limiter{rdb: rdb, cfg: cfg, fallback: newLocal(peers, now), refunding: make(chan struct{}, 8)}, nil
+}
+
+// Register adds the limiter's counters to reg: how many admissions went to
+// Redis, in how many round trips and window script calls. Admissions per
+// round trip is how much the batching saves.
+func (l *Limiter) Register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "marketdata_ratelimit_round_trips_total", Help: "Admission pipelines sent to Redis (re-runs after a lost script and refunds not counted).",
+		}, func() float64 { return float64(l.trips.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "marketdata_ratelimit_admissions_total", Help: "Requests decided by Redis: admitted, refused or blocked (decisions of the fallback not counted).",
+		}, func() float64 { return float64(l.admitted.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "marketdata_ratelimit_window_calls_total", Help: "Window script calls Redis answered: one per account per round trip, and a second after Redis lost the script.",
+		}, func() float64 { return float64(l.windowCalls.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "marketdata_ratelimit_refund_failures_total", Help: "Refunds that failed (of requests from blocked addresses, or whose block check failed): those requests stay counted until their window ends.",
+		}, func() float64 { return float64(l.refundFailures.Load()) }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Config returns the limits.
+func (l *Limiter) Config() Config { return l.cfg }
+
+func (l *Limiter) accountKey(account string) string { return l.cfg.Prefix + "{rl:" + account + "}" }
+func (l *Limiter) addressKey(addr string) string    { return l.cfg.Prefix + "{af:" + addr + "}" }
+func (l *Limiter) blockKey(addr string) string      { return l.cfg.Prefix + "{af:" + addr + "}:b" }
+
+// blockedFor reads a PTTL of a block marker: blocked while it is positive.
+func blockedFor(ms int64) (bool, time.Duration) {
+	if ms > 0 {
+		return true, time.Duration(ms) * time.Millisecond
+	}
+	return false, 0
+}
+
+// Blocked reports whether an address has reached the failed-authentication
+// limit; the duration says for how long it stays blocked. It is for a request
+// refused for another reason than its key (403): a block wins over that
+// refusal, and nothing is counted.
+func (l *Limiter) Blocked(ctx context.Context, addr string) (bool, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	ttl, err := l.rdb.Do(ctx, "PTTL", l.blockKey(addr)).Int64()
+	if err != nil {
+		blocked, retry := l.fallback.blocked("af:"+addr, l.cfg.AuthFailLimit)
+		return blocked, retry, fmt.Errorf("ratelimit: failures of %s: %w", addr, err)
+	}
+	blocked, retry := blockedFor(ttl)
+	return blocked, retry, nil
+}
+
+// FailOrBlocked is for a request refused for its key (401): if the address
+// is blocked it answers so (429, with how long) without counting; else it
+// counts the failure, across all nodes, in the same atomic step
+// (failOrBlockedScript). With Redis unreachable the node decides alone and
+// says so with an error.
+func (l *Limiter) FailOrBlocked(ctx context.Context, addr string) (bool, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	vals, err := failOrBlockedScript.Run(ctx, l.rdb, []string{l.addressKey(addr), l.blockKey(addr)},
+		l.cfg.AuthFailWindow.Milliseconds(), l.cfg.AuthFailLimit).Int64Slice()
+	if err != nil {
+		if blocked, retry := l.fallback.blocked("af:"+addr, l.cfg.AuthFailLimit); blocked {
+			return true, retry, fmt.Errorf("ratelimit: failures of %s: %w", addr, err)
+		}
+		l.fallback.fail("af:"+addr, l.cfg.AuthFailLimit, l.cfg.AuthFailWindow)
+		return false, 0, fmt.Errorf("ratelimit: count failure of %s: %w", addr, err)
+	}
+	if vals[0] == 1 {
+		return true, time.Duration(vals[1]) * time.Millisecond, nil
+	}
+	return false, 0, nil
+}
+
+// Seconds rounds a duration up to whole seconds, at least 1, for headers.
+func Seconds(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
+	return strconv.FormatInt(max(s, 1), 10)
+}
