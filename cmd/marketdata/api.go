@@ -25,12 +25,15 @@ import (
 )
 
 func (c *cli) apiCmd() *cobra.Command {
-	noticeSubject := defaultNoticeSubject
+	var noticeSubject string
 	cmd := &cobra.Command{
 		Use:   "api",
 		Short: "Run one stateless HTTP API node (run N of them behind any load balancer)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkSubject("--notice-subject", noticeSubject); err != nil {
+				return err
+			}
 			cfg, err := LoadConfig(c.getenv, secretsRequired)
 			if err != nil {
 				return err
@@ -42,7 +45,7 @@ func (c *cli) apiCmd() *cobra.Command {
 			return runAPI(cmd.Context(), cfg, noticeSubject, log, newRegistry(), nil)
 		},
 	}
-	cmd.Flags().StringVar(&noticeSubject, "notice-subject", noticeSubject, "subject of ingest's change notices (ingest's --notice-subject)")
+	noticeFlag(cmd.Flags(), &noticeSubject, "subject of ingest's change notices (ingest's --notice-subject)")
 	return cmd
 }
 

@@ -58,7 +58,8 @@ func (c *cli) devCmd() *cobra.Command {
 					"  synthetic feed:  %d events, %.0f messages/s\n\n",
 					apiAddr, apiAdmin, secret, secret, apiAddr, apiAdmin, ingestAdmin, o.events, o.rate)
 			}
-			ic := ingest.Config{Replicas: cfg.StreamReplicas}.Defaults()
+			ic := ingest.DefaultConfig()
+			ic.Replicas = cfg.StreamReplicas
 			apiCfg := *cfg
 			apiCfg.AdminAddr = "127.0.0.1:0" // the ingest side has MD_ADMIN_ADDR
 			g, gctx := errgroup.WithContext(ctx)

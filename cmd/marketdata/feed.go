@@ -49,7 +49,7 @@ func (o *feedOptions) validate() error {
 
 func (c *cli) feedCmd() *cobra.Command {
 	var o feedOptions
-	var ic ingest.Config
+	ic := ingest.DefaultConfig()
 	cmd := &cobra.Command{
 		Use:   "feed",
 		Short: "Publish a synthetic matcher stream to NATS (--events N --rate R --duration D)",
@@ -63,6 +63,9 @@ func (c *cli) feedCmd() *cobra.Command {
 				return err
 			}
 			applyReplicas(cmd.Flags(), cfg, &ic)
+			if err := validateStreams(&ic); err != nil {
+				return err
+			}
 			if err := validateReplicas(&ic); err != nil {
 				return err
 			}
@@ -70,7 +73,7 @@ func (c *cli) feedCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, err := runFeed(cmd.Context(), cfg.NATSURL, ic.Defaults(), o, log)
+			st, err := runFeed(cmd.Context(), cfg.NATSURL, ic, o, log)
 			if err != nil {
 				return err
 			}
@@ -79,9 +82,7 @@ func (c *cli) feedCmd() *cobra.Command {
 		},
 	}
 	o.flags(cmd, 1000, 100)
-	cmd.Flags().StringVar(&ic.Stream, "stream", "MARKETDATA", "JetStream stream of matcher updates (created if absent)")
-	cmd.Flags().StringVar(&ic.SubjectPrefix, "subject-prefix", "md.v1", "subject prefix of matcher updates")
-	replicasFlag(cmd.Flags(), &ic)
+	streamFlags(cmd.Flags(), &ic)
 	return cmd
 }
 
