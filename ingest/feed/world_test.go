@@ -172,7 +172,7 @@ func TestConfigDefaultsAndRanges(t *testing.T) {
 		wantPrefix  string
 	}{
 		{"zero config", GenConfig{}, DefaultEvents, [2]int{2, 6}, ingest.DefaultSubjectPrefix},
-		{"explicit", GenConfig{Events: 7, MarketsPerEvent: [2]int{3, 4}, SubjectPrefix: "x."+ingest.DefaultSubjectPrefix}, 7, [2]int{3, 4}, "x."+ingest.DefaultSubjectPrefix},
+		{"explicit", GenConfig{Events: 7, MarketsPerEvent: [2]int{3, 4}, SubjectPrefix: "x." + ingest.DefaultSubjectPrefix}, 7, [2]int{3, 4}, "x." + ingest.DefaultSubjectPrefix},
 		{"max below min", GenConfig{Events: 5, MarketsPerEvent: [2]int{5, 3}}, 5, [2]int{5, 5}, ingest.DefaultSubjectPrefix},
 		{"out of range", GenConfig{Events: -3, MarketsPerEvent: [2]int{-1, 500}}, DefaultEvents, [2]int{1, 50}, ingest.DefaultSubjectPrefix},
 	}
