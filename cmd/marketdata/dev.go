@@ -109,7 +109,7 @@ func demoKey(ctx context.Context, cfg *Config) (string, error) {
 	secret := store.NewSecret()
 	_, err = st.CreateKey(ctx, store.NewKey{
 		AccountID: a.ID, SecretHash: store.HashSecret(cfg.KeyPepper, secret), Last4: secret[len(secret)-4:],
-		Scopes: store.KnownScopes, CreatedAt: now, ExpiresAt: now.Add(90 * 24 * time.Hour),
+		Scopes: store.KnownScopes, CreatedAt: now, ExpiresAt: now.Add(store.DefaultKeyLifetime),
 	})
 	return secret, err
 }
