@@ -27,7 +27,7 @@ func (c *cli) cacheCmd() *cobra.Command {
 			}
 			ctx := cmd.Context()
 			return c.withStore(ctx, func(st *store.Store, cfg *Config) error {
-				rdb, err := connectRedis(ctx, cfg.RedisURL)
+				rdb, err := connectRedis(ctx, cfg.Redis)
 				if err != nil {
 					return err
 				}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/api"
 	"github.com/marketdata/marketdata/cache"
@@ -21,11 +19,13 @@ import (
 // Config is the process configuration of contract §1, read once from the
 // environment and validated; every error names its variable.
 type Config struct {
-	HTTPAddr          string
-	AdminAddr         string
-	DatabaseURL       string
-	DatabaseReadURL   string
-	RedisURL          string
+	HTTPAddr        string
+	AdminAddr       string
+	DatabaseURL     string
+	DatabaseReadURL string
+	RedisURL        string
+	// Redis is MD_REDIS_URL parsed, with the client timeouts set.
+	Redis             cache.Options
 	RedisPrefix       string
 	NATSURL           string
 	RateLimit         int
@@ -79,7 +79,7 @@ func envDefaults() map[string]string {
 		"MD_ADMIN_ADDR":         "127.0.0.1:9090",
 		"MD_DATABASE_URL":       "postgres://postgres@127.0.0.1:5432/marketdata?sslmode=disable",
 		"MD_REDIS_URL":          "redis://127.0.0.1:6379/0",
-		"MD_REDIS_PREFIX":       "md:",
+		"MD_REDIS_PREFIX":       cache.DefaultPrefix,
 		"MD_NATS_URL":           "nats://127.0.0.1:4222",
 		"MD_DOCS_ORIGIN":        "http://127.0.0.1:8081",
 		"MD_RATE_LIMIT":         "1200",
@@ -130,7 +130,7 @@ func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error
 			return nil, &configError{d.name, "not a Postgres connection string: " + err.Error()}
 		}
 	}
-	if err := checkRedisURL(c.RedisURL); err != nil {
+	if c.Redis, err = cache.ParseURL(c.RedisURL); err != nil {
 		return nil, &configError{"MD_REDIS_URL", err.Error()}
 	}
 	if err := checkNATSURL(c.NATSURL); err != nil {
@@ -219,35 +219,6 @@ func splitHostPort(v string) (string, int, error) {
 		return "", 0, fmt.Errorf("bad port %q", v[i+1:])
 	}
 	return v[:i], port, nil
-}
-
-// checkRedisURL validates MD_REDIS_URL the way cache.Open reads it: a
-// redis:// or rediss:// URL (with addr= parameters: a Redis Cluster), or
-// comma-separated cluster addresses. Errors never quote the URL, which may
-// hold a password.
-func checkRedisURL(v string) error {
-	if strings.HasPrefix(v, "redis://") || strings.HasPrefix(v, "rediss://") {
-		var err error
-		if cache.IsClusterURL(v) {
-			_, err = redis.ParseClusterURL(v)
-		} else {
-			_, err = redis.ParseURL(v)
-		}
-		if err != nil {
-			var uerr *url.Error
-			if errors.As(err, &uerr) {
-				err = uerr.Err
-			}
-			return fmt.Errorf("not a valid redis:// URL: %v", err)
-		}
-		return nil
-	}
-	for a := range strings.SplitSeq(v, ",") {
-		if err := checkAddr(strings.TrimSpace(a)); err != nil {
-			return fmt.Errorf("want a redis:// URL or comma-separated cluster addresses: %v", err)
-		}
-	}
-	return nil
 }
 
 func checkNATSURL(v string) error {

@@ -104,8 +104,10 @@ func openPool(name, dsn string) (*store.Store, func(), error) {
 	return store.New(pool), pool.Close, nil
 }
 
-func connectRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
-	rdb, err := cache.Connect(ctx, url)
+// connectRedis opens Redis for a command that needs it now: it fails when
+// Redis does not answer.
+func connectRedis(ctx context.Context, o cache.Options) (redis.UniversalClient, error) {
+	rdb, err := cache.Connect(ctx, o)
 	if err != nil {
 		return nil, &configError{"MD_REDIS_URL", err.Error()}
 	}
@@ -119,10 +121,7 @@ func newCache(rdb redis.UniversalClient, cfg *Config) *cache.Cache {
 // openCaches opens Redis and NATS for a long-running process without
 // waiting for either to answer; close both when done.
 func openCaches(cfg *Config, name string, log *slog.Logger) (redis.UniversalClient, *nats.Conn, error) {
-	rdb, err := cache.Open(cfg.RedisURL)
-	if err != nil {
-		return nil, nil, &configError{"MD_REDIS_URL", err.Error()}
-	}
+	rdb := cfg.Redis.Open()
 	nc, err := openNATS(cfg.NATSURL, name, log)
 	if err != nil {
 		rdb.Close()
