@@ -223,7 +223,7 @@ func replicaReads(replica, primary *store.Store, reg prometheus.Registerer, log 
 	reg.MustRegister(fell)
 	warn := &ratelog.Limiter{Every: 30 * time.Second}
 	return &store.ReplicaReads{
-		Replica: replica, Primary: primary,
+		Replica: replica, Primary: primary, Backoff: store.DefaultReplicaBackoff,
 		OnFallback: func(err error) {
 			fell.Inc()
 			if err != nil {
