@@ -290,3 +290,33 @@ func TestConfigExitCode(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigurationDocumented: docs/configuration.md names every variable
+// and every flag of the long-running commands, so the table of what each
+// accepts cannot silently miss one.
+func TestConfigurationDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{"MD_DATABASE_READ_URL": true, "MD_APP_ORIGINS": true, "MD_TRUSTED_PROXIES": true,
+		"MD_CURSOR_SECRET": true, "MD_KEY_PEPPER": true, "--expires-in": true}
+	for name := range envDefaults() {
+		names[name] = true
+	}
+	root := newRoot(envOf(nil), nil, nil)
+	for _, path := range [][]string{{"api"}, {"ingest"}, {"feed"}, {"dev"}, {"cache", "rebuild"}} {
+		cmd, _, err := root.Find(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		add := func(f *pflag.Flag) { names["--"+f.Name] = f.Name != "help" }
+		cmd.InheritedFlags().VisitAll(add)
+		cmd.LocalFlags().VisitAll(add)
+	}
+	for name, want := range names {
+		if want && !strings.Contains(string(doc), "`"+name+"`") && !strings.Contains(string(doc), "`"+name+" ") {
+			t.Errorf("docs/configuration.md does not name `%s`", name)
+		}
+	}
+}
