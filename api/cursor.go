@@ -83,7 +83,7 @@ func decodeCursor(secret []byte, b cursorBinding, cursor string) (string, error)
 	}
 	parts := bytes.Split(p, []byte{cursorSep})
 	if len(parts) != 5 || string(parts[0]) != cursorVersion || string(parts[1]) != b.route ||
-		string(parts[2]) != b.account || string(parts[3]) != b.filters || !validID(string(parts[4])) {
+		string(parts[2]) != b.account || string(parts[3]) != b.filters || !store.ValidID(string(parts[4])) {
 		return "", errBadCursor
 	}
 	return string(parts[4]), nil

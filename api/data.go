@@ -121,7 +121,7 @@ func (s *Server) getEvent(c *fiber.Ctx) error {
 	id := strings.Clone(c.Params("universal_id"))
 	var cmd *redis.SliceCmd
 	var fetch func(redis.Pipeliner)
-	if validID(id) {
+	if store.ValidID(id) {
 		fetch = func(p redis.Pipeliner) { cmd = s.cache.QueueEvent(p, id) }
 	}
 	if err := s.admit(c, fetch); err != nil {
@@ -268,7 +268,7 @@ func (s *Server) trades(c *fiber.Ctx) error {
 	var tcmd *redis.StringSliceCmd
 	var okcmd *redis.IntCmd
 	var fetch func(redis.Pipeliner)
-	if perr == nil && validID(id) {
+	if perr == nil && store.ValidID(id) {
 		fetch = func(p redis.Pipeliner) {
 			mcmd = s.cache.QueueMarket(p, id)
 			tcmd = s.cache.QueueTrades(p, id, limit)

@@ -38,10 +38,10 @@ func fuzzNode(f *testing.F) (addr string, logs *testenv.LogBuffer) {
 	f.Cleanup(pool.Close)
 	rdb, prefix := testenv.Redis(f)
 	logs = &testenv.LogBuffer{}
-	srv, err := api.New(api.Config{
-		DocsOrigin: docsOrigin, KeyPepper: randomBytes(32), CursorSecret: randomBytes(32),
-		RequestTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second,
-	}, api.Deps{
+	ac := api.DefaultConfig()
+	ac.DocsOrigin, ac.KeyPepper, ac.CursorSecret = docsOrigin, randomBytes(32), randomBytes(32)
+	ac.RequestTimeout, ac.IdleTimeout = 2*time.Second, 2*time.Second
+	srv, err := api.New(ac, api.Deps{
 		Credentials: store.New(pool),
 		Limiter: mustLimiter(f, rdb, ratelimit.Config{
 			Limit: 1 << 30, Window: time.Minute, AuthFailLimit: 1 << 30, AuthFailWindow: time.Minute, Prefix: prefix,

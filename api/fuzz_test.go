@@ -36,14 +36,14 @@ func FuzzDecodeCursor(f *testing.F) {
 				t.Fatalf("decodeCursor(%q) = %q, %v; want \"\", errBadCursor", token, got, err)
 			}
 		} else {
-			if !validID(got) {
+			if !store.ValidID(got) {
 				t.Fatalf("decodeCursor(%q) accepted the malformed id %q", token, got)
 			}
 			if enc := encodeCursor(cwFuzzSecret, cwFuzzBinding, got); enc != token {
 				t.Fatalf("decodeCursor accepted %q for id %q; the cursor for that id is %q", token, got, enc)
 			}
 		}
-		if !validID(id) {
+		if !store.ValidID(id) {
 			return
 		}
 		c := encodeCursor(cwFuzzSecret, cwFuzzBinding, id)

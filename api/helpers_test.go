@@ -152,16 +152,15 @@ type node struct {
 func (e *env) node(t *testing.T, opts ...option) *node {
 	t.Helper()
 	cfg := nodeConfig{
-		api: api.Config{
-			DocsOrigin: docsOrigin, AppOrigins: []string{appOrigin},
-			KeyPepper: e.pepper, CursorSecret: e.cursor, KeyNoticeSubject: e.subject,
-		},
+		api: api.DefaultConfig(),
 		limit: ratelimit.Config{
 			Limit: 100, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: 5 * time.Minute, Prefix: e.prefix,
 			Timeout: 50 * time.Millisecond,
 		},
 		listen: "127.0.0.1:0", rdb: e.rdb, creds: e.st,
 	}
+	cfg.api.DocsOrigin, cfg.api.AppOrigins = docsOrigin, []string{appOrigin}
+	cfg.api.KeyPepper, cfg.api.CursorSecret, cfg.api.KeyNoticeSubject = e.pepper, e.cursor, e.subject
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -117,10 +117,10 @@ func limStart(t *testing.T, n int, rl ratelimit.Config, trusted []netip.Prefix) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv, err := api.New(api.Config{
-			DocsOrigin: "http://127.0.0.1:8081", TrustedProxies: trusted,
-			KeyPepper: limPepper, CursorSecret: []byte("limits-test-cursor-secret-0123456789"),
-		}, api.Deps{Credentials: st, Limiter: lim, Log: slog.New(c.warns), Registry: prometheus.NewRegistry()})
+		ac := api.DefaultConfig()
+		ac.DocsOrigin, ac.TrustedProxies = "http://127.0.0.1:8081", trusted
+		ac.KeyPepper, ac.CursorSecret = limPepper, []byte("limits-test-cursor-secret-0123456789")
+		srv, err := api.New(ac, api.Deps{Credentials: st, Limiter: lim, Log: slog.New(c.warns), Registry: prometheus.NewRegistry()})
 		if err != nil {
 			t.Fatal(err)
 		}

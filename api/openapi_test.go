@@ -31,7 +31,9 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled: routes only
 	defer rdb.Close()
-	srv, err := api.New(api.Config{DocsOrigin: "http://docs.example"}, api.Deps{
+	ac := api.DefaultConfig()
+	ac.DocsOrigin = "http://docs.example"
+	srv, err := api.New(ac, api.Deps{
 		Cache: cache.New(rdb, "x:", cache.Rules{Retention: time.Hour, Now: time.Now}),
 		Limiter: mustLimiter(t, rdb, ratelimit.Config{Limit: 1, Window: time.Second, AuthFailLimit: 1, AuthFailWindow: time.Second,
 			Timeout: 50 * time.Millisecond}),

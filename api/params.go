@@ -51,20 +51,6 @@ func parseSmallInt(s string) (int, bool) {
 	return n, true
 }
 
-// validID reports whether s is a universal id: [A-Za-z0-9_-]{1,64}.
-func validID(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // parseIDs reads the snapshot's ids: comma-separated universal ids, 1 to 50
 // after removing duplicates, in request order. The ids are copied: Fiber's
 // query strings are reused after the handler.
@@ -94,8 +80,8 @@ func parseIDs(raw string) ([]string, *Error) {
 		}
 		part := raw[start:end]
 		start = end + 1
-		if !validID(part) {
-			return nil, invalidParam("ids holds a malformed market id " + strconv.Quote(truncated(part)) + ": ids match [A-Za-z0-9_-]{1,64}")
+		if !store.ValidID(part) {
+			return nil, invalidParam("ids holds a malformed market id " + strconv.Quote(truncated(part)) + ": ids match " + store.IDPattern)
 		}
 		for j := int(maphash.String(idSeed, part) & uint64(len(seen)-1)); ; j = (j + 1) & (len(seen) - 1) {
 			if k := seen[j]; k == 0 {
@@ -138,8 +124,8 @@ func parseListQuery(limit, category, venue, minVenues, cursor string) (listQuery
 		return q, err
 	}
 	if category != "" {
-		if !validCategory(category) {
-			return q, invalidParam("category must match [a-z0-9-]{1,32}")
+		if !store.ValidCategory(category) {
+			return q, invalidParam("category must match " + store.CategoryPattern)
 		}
 		q.filter.Category = strings.Clone(category)
 	}
@@ -158,19 +144,6 @@ func parseListQuery(limit, category, venue, minVenues, cursor string) (listQuery
 	}
 	q.cursor = strings.Clone(cursor)
 	return q, nil
-}
-
-func validCategory(s string) bool {
-	if len(s) == 0 || len(s) > 32 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // parseSearch reads q (at most 100 characters, valid UTF-8) and limit.

@@ -2,12 +2,12 @@ package api
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/marketdata/marketdata/internal/notice"
 )
 
 // Presence counts the live API nodes: each node announces itself every
@@ -24,12 +24,24 @@ type Presence struct {
 	count int
 }
 
-// NewPresence returns a presence for node id; Run starts it.
-func NewPresence(nc *nats.Conn, subject, id string, interval time.Duration) *Presence {
-	if subject == "" {
-		subject = notice.PresenceSubject
+// PresenceInterval is how often a node announces itself: a node that
+// stopped is no longer counted within 3 intervals (6 s).
+const PresenceInterval = 2 * time.Second
+
+// NewPresence returns a presence for node id announcing itself every
+// interval on subject (notice.PresenceSubject; every node must use the
+// same); Run starts it. It refuses an empty subject or id and an interval
+// that is not positive.
+func NewPresence(nc *nats.Conn, subject, id string, interval time.Duration) (*Presence, error) {
+	switch {
+	case subject == "":
+		return nil, errors.New("api: presence subject is empty")
+	case id == "":
+		return nil, errors.New("api: presence node id is empty")
+	case interval <= 0:
+		return nil, fmt.Errorf("api: presence interval is %s, want a positive duration", interval)
 	}
-	return &Presence{id: id, nc: nc, subject: subject, interval: interval, seen: map[string]time.Time{}, count: 1}
+	return &Presence{id: id, nc: nc, subject: subject, interval: interval, seen: map[string]time.Time{}, count: 1}, nil
 }
 
 // Count is the number of live nodes, this one included; it keeps its last

@@ -41,6 +41,16 @@ type rtWorld struct {
 	seq   int
 }
 
+// ingestConfig is ingest's production configuration on the test's own
+// names, with batches of at most 200.
+func ingestConfig(names testenv.Streams) ingest.Config {
+	c := ingest.DefaultConfig()
+	c.Stream, c.SubjectPrefix, c.DLQStream = names.Stream, names.SubjectPrefix, names.DLQStream
+	c.DLQPrefix, c.NoticeSubject, c.Consumer = names.DLQPrefix, names.NoticeSubject, names.Consumer
+	c.BatchSize = 200
+	return c
+}
+
 func rtNewWorld(t *testing.T) *rtWorld {
 	t.Helper()
 	ctx := t.Context()
@@ -51,11 +61,7 @@ func rtNewWorld(t *testing.T) *rtWorld {
 	if w.js, err = jetstream.New(nc); err != nil {
 		t.Fatal(err)
 	}
-	w.cfg = ingest.Config{
-		Stream: w.names.Stream, SubjectPrefix: w.names.SubjectPrefix,
-		DLQStream: w.names.DLQStream, DLQPrefix: w.names.DLQPrefix,
-		NoticeSubject: w.names.NoticeSubject, Consumer: w.names.Consumer, BatchSize: 200,
-	}.Defaults()
+	w.cfg = ingestConfig(w.names)
 	if err := ingest.EnsureStreams(ctx, w.js, w.cfg, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -89,13 +95,7 @@ func rtNewWorld(t *testing.T) *rtWorld {
 func (w *rtWorld) start(t *testing.T, opts ...option) *node {
 	t.Helper()
 	cfg := nodeConfig{
-		api: api.Config{
-			DocsOrigin: docsOrigin, KeyPepper: w.pepper, CursorSecret: w.cursor,
-			KeyNoticeSubject: w.subject, NoticeSubject: w.names.NoticeSubject,
-			// Short, so that a flushed Redis is noticed (and repaired) by the
-			// next snapshot well within the tests' patience.
-			PriceCacheTTL: 200 * time.Millisecond,
-		},
+		api: api.DefaultConfig(),
 		limit: ratelimit.Config{
 			Limit: 1_000_000, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: 5 * time.Minute, Prefix: w.prefix,
 			Timeout: 50 * time.Millisecond,
@@ -103,6 +103,11 @@ func (w *rtWorld) start(t *testing.T, opts ...option) *node {
 		listen: "127.0.0.1:0", rdb: w.rdb, creds: w.st,
 		fallback: w.st, load: true,
 	}
+	cfg.api.DocsOrigin, cfg.api.KeyPepper, cfg.api.CursorSecret = docsOrigin, w.pepper, w.cursor
+	cfg.api.KeyNoticeSubject, cfg.api.NoticeSubject = w.subject, w.names.NoticeSubject
+	// Short, so that a flushed Redis is noticed (and repaired) by the next
+	// snapshot well within the tests' patience.
+	cfg.api.PriceCacheTTL = 200 * time.Millisecond
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -23,13 +23,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/marketdata/marketdata/cache"
-	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/internal/ratelog"
 	"github.com/marketdata/marketdata/ratelimit"
 	"github.com/marketdata/marketdata/store"
 )
 
-// Config is the node's configuration (contract §1).
+// Config is the node's configuration (contract §1). Every field with a
+// default must be set (New refuses a value it cannot use): start from
+// DefaultConfig.
 type Config struct {
 	DocsOrigin     string
 	AppOrigins     []string
@@ -42,11 +43,9 @@ type Config struct {
 	// KeyStaleMax is how long a key record fetched from Postgres may be
 	// served while Postgres cannot be reached (MD_KEY_STALE_MAX); 0 = never.
 	KeyStaleMax time.Duration
-	// KeyNoticeSubject carries key and access changes ("md.keys.v1").
+	// KeyNoticeSubject carries key and access changes (notice.KeySubject).
 	KeyNoticeSubject string
-	// PresenceSubject carries node heartbeats ("md.api.presence").
-	PresenceSubject string
-	// NoticeSubject carries ingest's change notices ("md.changes.v1").
+	// NoticeSubject carries ingest's change notices (notice.ChangeSubject).
 	NoticeSubject string
 	// SearchResync is how often the search index reloads in full (60s), the
 	// safety net for a lost change notice.
@@ -117,29 +116,8 @@ type Server struct {
 
 // New builds a node; Serve starts it.
 func New(cfg Config, d Deps) (*Server, error) {
-	if cfg.KeyCacheTTL == 0 {
-		cfg.KeyCacheTTL = 10 * time.Second
-	}
-	if cfg.KeyNoticeSubject == "" {
-		cfg.KeyNoticeSubject = notice.KeySubject
-	}
-	if cfg.NoticeSubject == "" {
-		cfg.NoticeSubject = notice.ChangeSubject
-	}
-	if cfg.SearchResync == 0 {
-		cfg.SearchResync = time.Minute
-	}
-	if cfg.PriceCacheTTL == 0 {
-		cfg.PriceCacheTTL = 2 * time.Second
-	}
-	if cfg.MaxConns == 0 {
-		cfg.MaxConns = 20000
-	}
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = 10 * time.Second
-	}
-	if cfg.IdleTimeout == 0 {
-		cfg.IdleTimeout = 60 * time.Second
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	if d.Now == nil {
 		d.Now = time.Now

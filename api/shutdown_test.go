@@ -25,9 +25,9 @@ import (
 func TestGracefulShutdown(t *testing.T) {
 	e := newEnv(t)
 	secret, _ := e.newKey(t, keyOpts{})
-	srv, err := api.New(api.Config{
-		DocsOrigin: docsOrigin, KeyPepper: e.pepper, CursorSecret: e.cursor, KeyNoticeSubject: e.subject,
-	}, api.Deps{
+	ac := api.DefaultConfig()
+	ac.DocsOrigin, ac.KeyPepper, ac.CursorSecret, ac.KeyNoticeSubject = docsOrigin, e.pepper, e.cursor, e.subject
+	srv, err := api.New(ac, api.Deps{
 		Credentials: e.st,
 		Limiter: mustLimiter(t, e.rdb, ratelimit.Config{
 			Limit: 1_000_000, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: time.Minute, Prefix: e.prefix,

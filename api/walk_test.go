@@ -115,11 +115,7 @@ func cwStartWorld(t *testing.T) *cwWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	icfg := ingest.Config{
-		Stream: names.Stream, SubjectPrefix: names.SubjectPrefix,
-		DLQStream: names.DLQStream, DLQPrefix: names.DLQPrefix,
-		NoticeSubject: names.NoticeSubject, Consumer: names.Consumer, BatchSize: 200,
-	}.Defaults()
+	icfg := ingestConfig(names)
 	if err := ingest.EnsureStreams(ctx, js, icfg, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -163,11 +159,11 @@ func cwStartWorld(t *testing.T) *cwWorld {
 // (cache and store fallback) and a window no walk can exhaust.
 func cwStartNode(t *testing.T, e *env, c *cache.Cache, noticeSubject string) *node {
 	t.Helper()
+	ac := api.DefaultConfig()
+	ac.DocsOrigin, ac.AppOrigins = docsOrigin, []string{appOrigin}
+	ac.KeyPepper, ac.CursorSecret, ac.KeyNoticeSubject, ac.NoticeSubject = e.pepper, e.cursor, e.subject, noticeSubject
 	return e.start(t, nodeConfig{
-		api: api.Config{
-			DocsOrigin: docsOrigin, AppOrigins: []string{appOrigin},
-			KeyPepper: e.pepper, CursorSecret: e.cursor, KeyNoticeSubject: e.subject, NoticeSubject: noticeSubject,
-		},
+		api: ac,
 		limit: ratelimit.Config{
 			Limit: 1_000_000, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: 5 * time.Minute, Prefix: e.prefix,
 			Timeout: 50 * time.Millisecond,

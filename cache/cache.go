@@ -24,11 +24,8 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/url"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -52,102 +49,6 @@ func New(rdb redis.UniversalClient, prefix string, rules Rules) *Cache {
 
 // Rules returns the serving rules the cache renders with.
 func (c *Cache) Rules() Rules { return c.rules }
-
-// Open returns a client for MD_REDIS_URL without dialling:
-//
-//   - a redis:// or rediss:// (TLS) URL with optional user and password: one
-//     server;
-//   - the same with one or more addr= parameters (go-redis ParseClusterURL,
-//     e.g. redis://user:pass@10.0.0.1:7000?addr=10.0.0.2:7000): a Redis
-//     Cluster with AUTH and TLS;
-//   - comma-separated host:port addresses: a Redis Cluster without AUTH.
-//
-// A cluster client is a *Cluster, which follows failovers by itself. The
-// client connects on first use and reconnects by itself, so a process can
-// start while Redis is down. Timeouts are short (1 s to dial, 2 s to read or
-// write) unless the URL sets them.
-func Open(url string) (redis.UniversalClient, error) {
-	if IsClusterURL(url) {
-		if strings.Contains(url, "://") {
-			opt, err := redis.ParseClusterURL(url)
-			if err != nil {
-				return nil, fmt.Errorf("cache: parse redis cluster url: %w", urlError(err))
-			}
-			return newCluster(opt), nil
-		}
-		var addrs []string
-		for a := range strings.SplitSeq(url, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				addrs = append(addrs, a)
-			}
-		}
-		if len(addrs) == 0 {
-			return nil, errors.New("cache: no redis address")
-		}
-		return newCluster(&redis.ClusterOptions{Addrs: addrs}), nil
-	}
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("cache: parse redis url: %w", urlError(err))
-	}
-	clientDefaults(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout)
-	return redis.NewClient(opt), nil
-}
-
-// clientDefaults sets the timeouts of a Redis client the URL left unset.
-func clientDefaults(dial, read, write, pool *time.Duration) {
-	for _, d := range []struct {
-		p *time.Duration
-		v time.Duration
-	}{{dial, dialTimeout}, {read, ioTimeout}, {write, ioTimeout}, {pool, poolTimeout}} {
-		if *d.p == 0 {
-			*d.p = d.v
-		}
-	}
-}
-
-// urlError drops the URL from a parse error: net/url's *url.Error quotes
-// the whole URL, password included. What is left says which part was wrong.
-func urlError(err error) error {
-	var uerr *url.Error
-	if errors.As(err, &uerr) {
-		var eerr url.EscapeError
-		if errors.As(uerr.Err, &eerr) {
-			// It quotes the bad escape, which may be part of the password.
-			return fmt.Errorf("%s: invalid %%-escape in the URL", uerr.Op)
-		}
-		return fmt.Errorf("%s: %w", uerr.Op, uerr.Err)
-	}
-	return err
-}
-
-// IsClusterURL reports whether MD_REDIS_URL names a Redis Cluster: a URL
-// with addr= parameters, or addresses without a scheme.
-func IsClusterURL(url string) bool {
-	if !strings.HasPrefix(url, "redis://") && !strings.HasPrefix(url, "rediss://") {
-		return true
-	}
-	_, query, _ := strings.Cut(url, "?")
-	for p := range strings.SplitSeq(query, "&") {
-		if strings.HasPrefix(p, "addr=") {
-			return true
-		}
-	}
-	return false
-}
-
-// Connect opens a client for url (see Open) and checks that Redis answers.
-func Connect(ctx context.Context, url string) (redis.UniversalClient, error) {
-	rdb, err := Open(url)
-	if err != nil {
-		return nil, err
-	}
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		rdb.Close()
-		return nil, fmt.Errorf("cache: ping redis: %w", err)
-	}
-	return rdb, nil
-}
 
 // EventKey is the key of an event's read document.
 func (c *Cache) EventKey(id string) string { return c.prefix + "{e:" + id + "}" }

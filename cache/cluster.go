@@ -68,9 +68,9 @@ type clusterView struct {
 	addrs []string
 }
 
-// newCluster returns a client for opt and starts its watcher.
+// newCluster returns a client for opt and starts its watcher. opt is used
+// as it is: ParseURL gives it the process's timeouts.
 func newCluster(opt *redis.ClusterOptions) *Cluster {
-	clusterDefaults(opt)
 	c := &Cluster{
 		ClusterClient: redis.NewClusterClient(opt),
 		opt:           opt,

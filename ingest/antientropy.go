@@ -53,17 +53,25 @@ var (
 	_ AntiEntropyCache = (*cache.Cache)(nil)
 )
 
-// AntiEntropyConfig sets the pace of the pass.
+// AntiEntropyConfig sets the pace of the pass. Every field must be set
+// (NewAntiEntropy refuses a value it cannot use); start from
+// DefaultAntiEntropyConfig.
 type AntiEntropyConfig struct {
-	// Interval is the pause between two pages of the periodic walk
-	// (default 2 s). With Page 1000 a store of 150,000 documents (50,000
-	// events with their markets) is walked in about 5 minutes.
+	// Interval is the pause between two pages of the periodic walk. With
+	// Page 1000 and 2 s, a store of 150,000 documents (50,000 events with
+	// their markets) is walked in about 5 minutes.
 	Interval time.Duration
-	// Page is how many documents one step compares (default 1000).
+	// Page is how many documents one step compares.
 	Page int
-	// NoticeSubject is where change notices for repaired documents go
-	// (default the worker's).
+	// NoticeSubject is where change notices for repaired documents go: the
+	// worker's (Config.NoticeSubject).
 	NoticeSubject string
+}
+
+// DefaultAntiEntropyConfig is the production pace and the default notice
+// subject; the one home of these values.
+func DefaultAntiEntropyConfig() AntiEntropyConfig {
+	return AntiEntropyConfig{Interval: 2 * time.Second, Page: 1000, NoticeSubject: notice.ChangeSubject}
 }
 
 // AntiEntropy is the background repair of the cache. One per ingest
@@ -90,22 +98,22 @@ type AntiEntropyDeps struct {
 	Log     *slog.Logger
 }
 
-// NewAntiEntropy returns the pass; call Run.
-func NewAntiEntropy(cfg AntiEntropyConfig, d AntiEntropyDeps) *AntiEntropy {
-	if cfg.Interval <= 0 {
-		cfg.Interval = 2 * time.Second
-	}
-	if cfg.Page <= 0 {
-		cfg.Page = 1000
-	}
-	if cfg.NoticeSubject == "" {
-		cfg.NoticeSubject = Config{}.Defaults().NoticeSubject
+// NewAntiEntropy returns the pass; call Run. It refuses a cfg it cannot
+// run with, naming the field.
+func NewAntiEntropy(cfg AntiEntropyConfig, d AntiEntropyDeps) (*AntiEntropy, error) {
+	switch {
+	case cfg.Interval <= 0:
+		return nil, fmt.Errorf("ingest: AntiEntropyConfig.Interval is %s, want a positive duration", cfg.Interval)
+	case cfg.Page < 1:
+		return nil, fmt.Errorf("ingest: AntiEntropyConfig.Page is %d, want at least 1", cfg.Page)
+	case cfg.NoticeSubject == "":
+		return nil, errors.New("ingest: AntiEntropyConfig.NoticeSubject is empty")
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
 	return &AntiEntropy{cfg: cfg, store: d.Store, cache: d.Cache, nc: d.NC, metrics: d.Metrics, log: d.Log,
-		trigger: make(chan struct{}, 1), token: cache.NewLockToken()}
+		trigger: make(chan struct{}, 1), token: cache.NewLockToken()}, nil
 }
 
 // lockName is the Redis lock one worker holds while it compares a page;

@@ -63,8 +63,9 @@ func TestAntiEntropyStepCursorUnderLock(t *testing.T) {
 
 	ic := &interleavingCache{AntiEntropyCache: e.cache}
 	newWorker := func(reg *prometheus.Registry) *ingest.AntiEntropy {
-		return ingest.NewAntiEntropy(ingest.AntiEntropyConfig{Page: 10},
-			ingest.AntiEntropyDeps{Store: e.st, Cache: ic, Metrics: ingest.NewAntiEntropyMetrics(reg)})
+		cfg := ingest.DefaultAntiEntropyConfig()
+		cfg.Page = 10
+		return mustAntiEntropy(t, cfg, ingest.AntiEntropyDeps{Store: e.st, Cache: ic, Metrics: ingest.NewAntiEntropyMetrics(reg)})
 	}
 	reg1, reg2 := prometheus.NewRegistry(), prometheus.NewRegistry()
 	a1, a2 := newWorker(reg1), newWorker(reg2)

@@ -73,10 +73,27 @@ func rebuiltDump(t *testing.T, st *store.Store, rules cache.Rules) map[string]st
 	return dump(t, rdb, prefix)
 }
 
+// newAntiEntropy is a pass of page documents every 50 ms; its notices go to
+// subject on nc (nc nil: none).
 func newAntiEntropy(t *testing.T, st *store.Store, c *cache.Cache, nc *nats.Conn, subject string, reg prometheus.Registerer, page int) (*ingest.AntiEntropy, *ingest.AntiEntropyMetrics) {
 	m := ingest.NewAntiEntropyMetrics(reg)
-	return ingest.NewAntiEntropy(ingest.AntiEntropyConfig{Page: page, Interval: 50 * time.Millisecond, NoticeSubject: subject},
-		ingest.AntiEntropyDeps{Store: st, Cache: c, NC: nc, Metrics: m, Log: slog.New(slog.NewTextHandler(t.Output(), nil))}), m
+	cfg := ingest.DefaultAntiEntropyConfig()
+	cfg.Page, cfg.Interval = page, 50*time.Millisecond
+	if subject != "" {
+		cfg.NoticeSubject = subject
+	}
+	return mustAntiEntropy(t, cfg, ingest.AntiEntropyDeps{Store: st, Cache: c, NC: nc, Metrics: m, Log: slog.New(slog.NewTextHandler(t.Output(), nil))}), m
+}
+
+// mustAntiEntropy is ingest.NewAntiEntropy, failing the test on a refused
+// configuration.
+func mustAntiEntropy(t *testing.T, cfg ingest.AntiEntropyConfig, d ingest.AntiEntropyDeps) *ingest.AntiEntropy {
+	t.Helper()
+	ae, err := ingest.NewAntiEntropy(cfg, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ae
 }
 
 // TestAntiEntropyRepairsLostWrites: documents deleted or rewound in Redis
@@ -362,7 +379,9 @@ func TestAntiEntropyAfterWriteErrors(t *testing.T) {
 	if _, err := e.cache.Rebuild(ctx, e.st); err != nil {
 		t.Fatal(err)
 	}
-	ae := ingest.NewAntiEntropy(ingest.AntiEntropyConfig{Interval: time.Hour}, ingest.AntiEntropyDeps{
+	cfg := ingest.DefaultAntiEntropyConfig()
+	cfg.Interval = time.Hour
+	ae := mustAntiEntropy(t, cfg, ingest.AntiEntropyDeps{
 		Store: e.st, Cache: e.cache, Log: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})

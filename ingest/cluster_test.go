@@ -154,8 +154,11 @@ func TestStreamReplicasOnCluster(t *testing.T) {
 	config := func(replicas int) ingest.Config {
 		id := testenv.Name("c")
 		up := strings.ToUpper(id)
-		return ingest.Config{Stream: "MD_" + up, SubjectPrefix: id + ".md.v1", DLQStream: "MD_DLQ_" + up,
-			DLQPrefix: id + ".md.dlq.v1", Replicas: replicas}.Defaults()
+		c := ingest.DefaultConfig()
+		c.Stream, c.SubjectPrefix = "MD_"+up, id+"."+ingest.DefaultSubjectPrefix
+		c.DLQStream, c.DLQPrefix = "MD_DLQ_"+up, id+"."+ingest.DefaultDLQPrefix
+		c.Replicas = replicas
+		return c
 	}
 	worker := func(cfg ingest.Config) *ingest.Worker {
 		w, err := ingest.New(cfg, ingest.Deps{NC: nc, Metrics: ingest.NewMetrics(prometheus.NewRegistry()), Log: discardLog()})

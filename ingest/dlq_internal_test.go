@@ -36,14 +36,14 @@ func TestHeaderSizeIsNATS(t *testing.T) {
 // its original size, and the reason is kept.
 func TestRejectMsgFits(t *testing.T) {
 	const maxPayload = 1 << 20
-	cfg := Config{}.Defaults()
+	cfg := DefaultConfig()
 	reason := "bad_json: invalid character 'x' looking for beginning of value"
-	base := rejectMsg(cfg, store.Reject{Kind: KindEvent, Subject: "md.v1.event.e", Reason: reason, StreamSeq: 123}, maxPayload)
+	base := rejectMsg(cfg, store.Reject{Kind: KindEvent, Subject: DefaultSubjectPrefix + ".event.e", Reason: reason, StreamSeq: 123}, maxPayload)
 	room := maxPayload - headerSize(base.Header) // the room without the truncation mark
 	for _, size := range []int{0, 100, room - 1, room, room + 1, 1_000_000, maxPayload, maxPayload + 10} {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
 			payload := bytes.Repeat([]byte("x"), size)
-			msg := rejectMsg(cfg, store.Reject{Kind: KindEvent, Subject: "md.v1.event.e", Reason: reason, Payload: payload, StreamSeq: 123}, maxPayload)
+			msg := rejectMsg(cfg, store.Reject{Kind: KindEvent, Subject: DefaultSubjectPrefix + ".event.e", Reason: reason, Payload: payload, StreamSeq: 123}, maxPayload)
 			if got := headerSize(msg.Header) + len(msg.Data); got > maxPayload {
 				t.Errorf("headers + data: got %d bytes, want at most %d", got, maxPayload)
 			}

@@ -63,16 +63,20 @@ func newEnv(t *testing.T) *env {
 	if e.js, err = jetstream.New(e.nc); err != nil {
 		t.Fatal(err)
 	}
-	e.cfg = ingest.Config{
-		Stream: e.names.Stream, SubjectPrefix: e.names.SubjectPrefix,
-		DLQStream: e.names.DLQStream, DLQPrefix: e.names.DLQPrefix,
-		NoticeSubject: e.names.NoticeSubject, Consumer: e.names.Consumer,
-		BatchSize: 200,
-	}.Defaults()
+	e.cfg = configOf(e.names)
+	e.cfg.BatchSize = 200
 	if err := ingest.EnsureStreams(ctx, e.js, e.cfg, nil); err != nil {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// configOf is the production configuration on the test's own names.
+func configOf(names testenv.Streams) ingest.Config {
+	c := ingest.DefaultConfig()
+	c.Stream, c.SubjectPrefix, c.DLQStream = names.Stream, names.SubjectPrefix, names.DLQStream
+	c.DLQPrefix, c.NoticeSubject, c.Consumer = names.DLQPrefix, names.NoticeSubject, names.Consumer
+	return c
 }
 
 // startWorker runs an in-process worker until the test ends or stop is called.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -84,7 +85,7 @@ func checkAccepted(t *testing.T, subject string, u *Update) {
 		checkInvariantID(t, "universal_id", e.ID, id)
 		checkVersionAbove0(t, e.Version)
 		if !isCategory(e.Category) {
-			t.Errorf("category: got %q, want [a-z0-9-]{1,32}", e.Category)
+			t.Errorf("category: got %q, want %s", e.Category, store.CategoryPattern)
 		}
 		switch e.Status {
 		case store.StatusMerged:
@@ -182,38 +183,26 @@ func checkChars(t *testing.T, name, v string, limit int) {
 	}
 }
 
-// isID checks [A-Za-z0-9_-]{1,64} without the validator's regexp.
-func isID(s string) bool {
-	if len(s) < 1 || len(s) > 64 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// idPattern and categoryPattern are the contract's patterns as regexps: an
+// oracle independent of the validator's byte loops (store.ValidID,
+// store.ValidCategory).
+var (
+	idPattern       = regexp.MustCompile(`^` + store.IDPattern + `$`)
+	categoryPattern = regexp.MustCompile(`^` + store.CategoryPattern + `$`)
+)
 
-// isCategory checks [a-z0-9-]{1,32} without the validator's regexp.
-func isCategory(s string) bool {
-	if len(s) < 1 || len(s) > 32 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// isID reports whether s matches the id pattern.
+func isID(s string) bool { return idPattern.MatchString(s) }
+
+// isCategory reports whether s matches the category pattern.
+func isCategory(s string) bool { return categoryPattern.MatchString(s) }
 
 // checkInvariantID checks an id's pattern and, when subjectID is set, that it
 // is the subject's id.
 func checkInvariantID(t *testing.T, name, got, subjectID string) {
 	t.Helper()
 	if !isID(got) {
-		t.Errorf("%s: got %q, want [A-Za-z0-9_-]{1,64}", name, got)
+		t.Errorf("%s: got %q, want %s", name, got, store.IDPattern)
 	}
 	if subjectID != "" && got != subjectID {
 		t.Errorf("%s: got %q, want the subject's id %q", name, got, subjectID)

@@ -50,13 +50,10 @@ const (
 	MaxResultChars = 64
 )
 
-var (
-	categoryPattern = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
-	// rfc3339Pattern is the shape of an RFC 3339 date-time. time.Parse alone also
-	// accepts a one-digit hour, a comma before the fraction and the offsets
-	// +24:00 or +23:60 (go.dev/issue/54580), none of which is RFC 3339.
-	rfc3339Pattern = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`)
-)
+// rfc3339Pattern is the shape of an RFC 3339 date-time. time.Parse alone also
+// accepts a one-digit hour, a comma before the fraction and the offsets
+// +24:00 or +23:60 (go.dev/issue/54580), none of which is RFC 3339.
+var rfc3339Pattern = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`)
 
 // InvalidError says why a message cannot be applied. Reason is stored and
 // published with the reject.
@@ -168,8 +165,8 @@ func ParseSubject(prefix, subject string) (kind, id string, err error) {
 	default:
 		return "unknown", "", invalid(ReasonSubject, "unknown message kind %q", kind)
 	}
-	if !ok || !validID(id) {
-		return kind, "", invalid(ReasonSubject, "subject id %q does not match [A-Za-z0-9_-]{1,64}", id)
+	if !ok || !store.ValidID(id) {
+		return kind, "", invalid(ReasonSubject, "subject id %q does not match %s", id, store.IDPattern)
 	}
 	return kind, id, nil
 }
@@ -216,21 +213,6 @@ func unmarshal(data []byte, v any) error {
 	return nil
 }
 
-// validID reports whether v matches [A-Za-z0-9_-]{1,64}, without a regexp:
-// it runs for every id of every message.
-func validID(v string) bool {
-	if len(v) == 0 || len(v) > 64 {
-		return false
-	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 func required[T any](name string, p *T) error {
 	if p == nil {
 		return invalid(ReasonMissingField, "%s", name)
@@ -239,8 +221,8 @@ func required[T any](name string, p *T) error {
 }
 
 func checkID(name string, v string) error {
-	if !validID(v) {
-		return invalid(ReasonInvalidID, "%s %q does not match [A-Za-z0-9_-]{1,64}", name, truncate(v))
+	if !store.ValidID(v) {
+		return invalid(ReasonInvalidID, "%s %q does not match %s", name, truncate(v), store.IDPattern)
 	}
 	return nil
 }
@@ -357,8 +339,8 @@ func decodeEvent(subjectID string, data []byte) (*store.Event, error) {
 	if err := checkLen("title", m.Title, MaxTitleChars); err != nil {
 		return nil, err
 	}
-	if !categoryPattern.MatchString(*m.Category) {
-		return nil, invalid(ReasonInvalidCategory, "category %q does not match [a-z0-9-]{1,32}", truncate(*m.Category))
+	if !store.ValidCategory(*m.Category) {
+		return nil, invalid(ReasonInvalidCategory, "category %q does not match %s", truncate(*m.Category), store.CategoryPattern)
 	}
 	switch *m.Status {
 	case store.StatusActive, store.StatusResolved:

@@ -14,7 +14,7 @@ import (
 	"github.com/marketdata/marketdata/store"
 )
 
-const testPrefix = "md.v1"
+const testPrefix = DefaultSubjectPrefix
 
 // body is a message body under construction: cases start from a valid body of
 // their kind and edit it.
@@ -643,20 +643,20 @@ func TestParseSubject(t *testing.T) {
 		kind, id string
 		wantErr  bool
 	}{
-		{"md.v1.event.ev-1", KindEvent, "ev-1", false},
-		{"md.v1.market.mk_1", KindMarket, "mk_1", false},
-		{"md.v1.price.MK-1", KindPrice, "MK-1", false},
-		{"md.v1.trade." + strings.Repeat("t", 64), KindTrade, strings.Repeat("t", 64), false},
-		{"md.v1.trade." + strings.Repeat("t", 65), KindTrade, "", true},
-		{"md.v1.event", KindEvent, "", true},
-		{"md.v1.event.", KindEvent, "", true},
-		{"md.v1.event.a.b", KindEvent, "", true},
-		{"md.v1.order.x", "unknown", "", true},
-		{"md.v1.Event.x", "unknown", "", true},
-		{"md.v1.", "unknown", "", true},
-		{"md.v1", "unknown", "", true},
+		{testPrefix + ".event.ev-1", KindEvent, "ev-1", false},
+		{testPrefix + ".market.mk_1", KindMarket, "mk_1", false},
+		{testPrefix + ".price.MK-1", KindPrice, "MK-1", false},
+		{testPrefix + ".trade." + strings.Repeat("t", 64), KindTrade, strings.Repeat("t", 64), false},
+		{testPrefix + ".trade." + strings.Repeat("t", 65), KindTrade, "", true},
+		{testPrefix + ".event", KindEvent, "", true},
+		{testPrefix + ".event.", KindEvent, "", true},
+		{testPrefix + ".event.a.b", KindEvent, "", true},
+		{testPrefix + ".order.x", "unknown", "", true},
+		{testPrefix + ".Event.x", "unknown", "", true},
+		{testPrefix + ".", "unknown", "", true},
+		{testPrefix, "unknown", "", true},
 		{"md.v2.event.x", "unknown", "", true},
-		{"md.v1event.x", "unknown", "", true},
+		{testPrefix + "event.x", "unknown", "", true},
 		{"", "unknown", "", true},
 	}
 	for _, c := range cases {

@@ -123,8 +123,8 @@ func TestStreamShortOfReplicas(t *testing.T) {
 
 	// Streams absent, 3 asked of a single server: created with 1, reported.
 	_, names := testenv.NATS(t)
-	fresh := ingest.Config{Stream: names.Stream, SubjectPrefix: names.SubjectPrefix, DLQStream: names.DLQStream,
-		DLQPrefix: names.DLQPrefix, Replicas: 3}.Defaults()
+	fresh := configOf(names)
+	fresh.Replicas = 3
 	flog, flogs := newLog()
 	if err := ingest.EnsureStreams(ctx, e.js, fresh, flog); err != nil {
 		t.Fatalf("EnsureStreams, 3 replicas on a single server: %v", err)

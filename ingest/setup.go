@@ -8,85 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/marketdata/marketdata/internal/notice"
 )
-
-// Config names the streams and subjects and sizes the work. The zero value of
-// a field takes the default of contract §4 (see Defaults).
-type Config struct {
-	// Stream is the JetStream stream of matcher updates ("MARKETDATA").
-	Stream string
-	// SubjectPrefix is the prefix of update subjects ("md.v1").
-	SubjectPrefix string
-	// DLQStream keeps rejected messages ("MARKETDATA_DLQ").
-	DLQStream string
-	// DLQPrefix is the prefix of reject subjects ("md.dlq.v1").
-	DLQPrefix string
-	// NoticeSubject receives a change notice after each batch ("md.changes.v1").
-	NoticeSubject string
-	// Consumer is the durable pull consumer all workers share ("ingest").
-	Consumer string
-	// Replicas of the streams (1; 3 on a NATS cluster).
-	Replicas int
-	// MaxAge of stream messages (7 days).
-	MaxAge time.Duration
-	// BatchSize caps messages per batch (1000).
-	BatchSize int
-	// Linger is how long a batch may wait for more messages after its first
-	// one (10ms).
-	Linger time.Duration
-	// Appliers is how many batches one process writes at once (4).
-	Appliers int
-	// AckWait is how long a delivered message may stay unacknowledged (30s).
-	AckWait time.Duration
-	// MaxDeliveries: a message delivered more often is rejected with reason
-	// max_deliveries instead of being tried again (10).
-	MaxDeliveries int
-	// SweepEvery is how often resolved markets aging out of retention are
-	// refreshed (1m).
-	SweepEvery time.Duration
-}
-
-// Defaults fills zero fields with the contract's names and the default sizes.
-func (c Config) Defaults() Config {
-	def := func(s *string, v string) {
-		if *s == "" {
-			*s = v
-		}
-	}
-	def(&c.Stream, "MARKETDATA")
-	def(&c.SubjectPrefix, "md.v1")
-	def(&c.DLQStream, "MARKETDATA_DLQ")
-	def(&c.DLQPrefix, "md.dlq.v1")
-	def(&c.NoticeSubject, notice.ChangeSubject)
-	def(&c.Consumer, "ingest")
-	if c.Replicas == 0 {
-		c.Replicas = 1
-	}
-	if c.MaxAge == 0 {
-		c.MaxAge = 7 * 24 * time.Hour
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = 1000
-	}
-	if c.Linger == 0 {
-		c.Linger = 10 * time.Millisecond
-	}
-	if c.Appliers == 0 {
-		c.Appliers = 4
-	}
-	if c.AckWait == 0 {
-		c.AckWait = 30 * time.Second
-	}
-	if c.MaxDeliveries == 0 {
-		c.MaxDeliveries = 10
-	}
-	if c.SweepEvery == 0 {
-		c.SweepEvery = time.Minute
-	}
-	return c
-}
 
 // streamConfigs are the update and reject streams of cfg.
 func streamConfigs(cfg Config) []jetstream.StreamConfig {
@@ -118,6 +40,9 @@ func streamConfigs(cfg Config) []jetstream.StreamConfig {
 // one), and a cluster may refuse the raise (too few servers). Only a stream
 // that cannot be created or read is an error.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger) error {
+	if err := cfg.check(); err != nil {
+		return err
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -236,6 +161,9 @@ func standalone(ci *jetstream.ClusterInfo) bool {
 
 // EnsureConsumer creates or updates the shared durable pull consumer.
 func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.Consumer, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream, jetstream.ConsumerConfig{
 		Durable:       cfg.Consumer,
 		Description:   "marketdata ingest workers",

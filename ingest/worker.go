@@ -65,8 +65,12 @@ type Deps struct {
 	Retention time.Duration
 }
 
-// New returns a worker; call Run to consume.
+// New returns a worker; call Run to consume. It refuses a cfg it cannot run
+// with (see Config).
 func New(cfg Config, d Deps) (*Worker, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	js, err := jetstream.New(d.NC)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: jetstream: %w", err)
@@ -75,7 +79,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		d.Now = time.Now
 	}
 	return &Worker{
-		cfg: cfg.Defaults(), nc: d.NC, js: js, store: d.Store, cache: d.Cache,
+		cfg: cfg, nc: d.NC, js: js, store: d.Store, cache: d.Cache,
 		metrics: d.Metrics, log: d.Log, now: d.Now, retention: d.Retention,
 	}, nil
 }

@@ -181,8 +181,11 @@ const (
 // KnownScopes are the scopes a key may be created with.
 var KnownScopes = []string{ScopeMarketsRead, ScopeAccountRead, ScopeStreamRead}
 
-// Key limits of the contract.
+// Key limits and defaults of the contract.
 const (
 	MaxAllowlist   = 20
 	MaxKeyLifetime = 365 * 24 * time.Hour
+	// DefaultKeyLifetime is a new key's lifetime unless its creator says
+	// otherwise (`key create --expires-in`).
+	DefaultKeyLifetime = 90 * 24 * time.Hour
 )

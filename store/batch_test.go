@@ -301,12 +301,12 @@ func TestInsertRejects(t *testing.T) {
 	t.Parallel()
 	s, pool := setup(t)
 	at := time.Date(2025, 6, 1, 8, 0, 0, 500000000, cet)
-	r1 := store.Reject{Subject: "md.v1.price.m1", Kind: "price", Reason: "bad JSON", Payload: []byte("{oops"), StreamSeq: 41, ReceivedAt: at}
-	r2 := store.Reject{Subject: "md.v1.trade.m1", Kind: "trade", Reason: "size <= 0", Payload: nil, StreamSeq: 42, ReceivedAt: at}
+	r1 := store.Reject{Subject: "updates.price.m1", Kind: "price", Reason: "bad JSON", Payload: []byte("{oops"), StreamSeq: 41, ReceivedAt: at}
+	r2 := store.Reject{Subject: "updates.trade.m1", Kind: "trade", Reason: "size <= 0", Payload: nil, StreamSeq: 42, ReceivedAt: at}
 	r1again := r1
 	r1again.Reason = "redelivered"
 	r3 := r1 // same stream_seq, other subject: another reject
-	r3.Subject = "md.v1.price.m2"
+	r3.Subject = "updates.price.m2"
 
 	if err := s.InsertRejects(t.Context(), []store.Reject{r1, r2, r1again}); err != nil {
 		t.Fatalf("InsertRejects: %v", err)

@@ -6,6 +6,10 @@ import (
 	"time"
 )
 
+// DefaultReplicaBackoff is how long an API node skips a read replica that
+// failed: one timeout per second at most while it hangs.
+const DefaultReplicaBackoff = time.Second
+
 // ReplicaReads answers the API's reads from a read replica and, while the
 // replica cannot be reached, from the primary: a replica outage degrades a
 // node, it does not take its cache misses down. After a failed replica read
@@ -14,7 +18,9 @@ import (
 type ReplicaReads struct {
 	Replica *Store
 	Primary *Store
-	// Backoff is how long the replica is skipped after it failed (1s).
+	// Backoff is how long the replica is skipped after it failed
+	// (DefaultReplicaBackoff in production); 0 skips it never: every read
+	// tries the replica first.
 	Backoff time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
@@ -43,11 +49,7 @@ func (r *ReplicaReads) failed(err error) bool {
 	if !IsUnavailable(err) {
 		return false
 	}
-	backoff := r.Backoff
-	if backoff <= 0 {
-		backoff = time.Second
-	}
-	r.skipUntil.Store(r.now().Add(backoff).UnixNano())
+	r.skipUntil.Store(r.now().Add(r.Backoff).UnixNano())
 	if r.OnFallback != nil {
 		r.OnFallback(err)
 	}

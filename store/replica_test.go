@@ -76,3 +76,24 @@ func TestReplicaReadsFallBack(t *testing.T) {
 		t.Errorf("after the backoff: %v, fallbacks %v; want the replica tried again", err, fell)
 	}
 }
+
+// TestReplicaReadsNoBackoff: Backoff 0 means the replica is never skipped:
+// every read tries it first (0 is not taken for a default).
+func TestReplicaReadsNoBackoff(t *testing.T) {
+	primary, _ := setup(t)
+	ctx := context.Background()
+	apply(t, primary, &store.Batch{Events: []store.Event{newEvent("ev_1", 1)}})
+	var fell []error
+	r := &store.ReplicaReads{
+		Replica: downStore(t), Primary: primary,
+		OnFallback: func(err error) { fell = append(fell, err) },
+	}
+	for i := range 2 {
+		if _, err := r.EventDocsByID(ctx, []string{"ev_1"}); err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+	}
+	if len(fell) != 2 || fell[0] == nil || fell[1] == nil {
+		t.Errorf("fallbacks: %v; want both with the replica's error (tried each time)", fell)
+	}
+}

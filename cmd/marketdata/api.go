@@ -25,12 +25,15 @@ import (
 )
 
 func (c *cli) apiCmd() *cobra.Command {
-	noticeSubject := defaultNoticeSubject
+	var noticeSubject string
 	cmd := &cobra.Command{
 		Use:   "api",
 		Short: "Run one stateless HTTP API node (run N of them behind any load balancer)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkSubject("--notice-subject", noticeSubject); err != nil {
+				return err
+			}
 			cfg, err := LoadConfig(c.getenv, secretsRequired)
 			if err != nil {
 				return err
@@ -42,7 +45,7 @@ func (c *cli) apiCmd() *cobra.Command {
 			return runAPI(cmd.Context(), cfg, noticeSubject, log, newRegistry(), nil)
 		},
 	}
-	cmd.Flags().StringVar(&noticeSubject, "notice-subject", noticeSubject, "subject of ingest's change notices (ingest's --notice-subject)")
+	noticeFlag(cmd.Flags(), &noticeSubject, "subject of ingest's change notices (ingest's --notice-subject)")
 	return cmd
 }
 
@@ -96,7 +99,10 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 
 	id := make([]byte, 6)
 	rand.Read(id) //nolint:errcheck // never fails
-	presence := api.NewPresence(nc, "", hex.EncodeToString(id), 2*time.Second)
+	presence, err := api.NewPresence(nc, notice.PresenceSubject, hex.EncodeToString(id), api.PresenceInterval)
+	if err != nil {
+		return err
+	}
 	go func() {
 		if err := presence.Run(ctx); err != nil {
 			log.Error("api presence not announced; the Redis-outage fallback counts this node alone", "err", err)
@@ -113,11 +119,11 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	if err := limiter.Register(reg); err != nil {
 		return err
 	}
-	srv, err := api.New(api.Config{
-		DocsOrigin: cfg.DocsOrigin, AppOrigins: cfg.AppOrigins, TrustedProxies: cfg.TrustedProxies,
-		KeyPepper: cfg.KeyPepper, CursorSecret: cfg.CursorSecret, KeyNoticeSubject: notice.KeySubject,
-		NoticeSubject: noticeSubject, MaxConns: cfg.MaxConns, KeyStaleMax: cfg.KeyStaleMax,
-	}, api.Deps{
+	ac := api.DefaultConfig()
+	ac.DocsOrigin, ac.AppOrigins, ac.TrustedProxies = cfg.DocsOrigin, cfg.AppOrigins, cfg.TrustedProxies
+	ac.KeyPepper, ac.CursorSecret = cfg.KeyPepper, cfg.CursorSecret
+	ac.NoticeSubject, ac.MaxConns, ac.KeyStaleMax = noticeSubject, cfg.MaxConns, cfg.KeyStaleMax
+	srv, err := api.New(ac, api.Deps{
 		Credentials: primary, Cache: newCache(rdb, cfg), Fallback: fallback,
 		Limiter: limiter, NC: nc, Log: log, Registry: reg,
 	})
@@ -220,7 +226,7 @@ func replicaReads(replica, primary *store.Store, reg prometheus.Registerer, log 
 	reg.MustRegister(fell)
 	warn := &ratelog.Limiter{Every: 30 * time.Second}
 	return &store.ReplicaReads{
-		Replica: replica, Primary: primary,
+		Replica: replica, Primary: primary, Backoff: store.DefaultReplicaBackoff,
 		OnFallback: func(err error) {
 			fell.Inc()
 			if err != nil {

@@ -16,15 +16,18 @@ import (
 
 func (c *cli) cacheCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "cache", Short: "Operate on the Redis snapshots"}
-	noticeSubject := defaultNoticeSubject
+	var noticeSubject string
 	rebuild := &cobra.Command{
 		Use:   "rebuild",
 		Short: "Rebuild every Redis snapshot from Postgres (safe while ingest runs)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkSubject("--notice-subject", noticeSubject); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			return c.withStore(ctx, func(st *store.Store, cfg *Config) error {
-				rdb, err := connectRedis(ctx, cfg.RedisURL)
+				rdb, err := connectRedis(ctx, cfg.Redis)
 				if err != nil {
 					return err
 				}
@@ -37,7 +40,7 @@ func (c *cli) cacheCmd() *cobra.Command {
 			})
 		},
 	}
-	rebuild.Flags().StringVar(&noticeSubject, "notice-subject", noticeSubject, "where to tell API nodes that the cache was rebuilt (ingest's --notice-subject)")
+	noticeFlag(rebuild.Flags(), &noticeSubject, "where to tell API nodes that the cache was rebuilt (ingest's --notice-subject)")
 	cmd.AddCommand(rebuild)
 	return cmd
 }

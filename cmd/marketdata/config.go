@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -11,19 +10,22 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 
+	"github.com/marketdata/marketdata/api"
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/ingest"
 )
 
 // Config is the process configuration of contract §1, read once from the
 // environment and validated; every error names its variable.
 type Config struct {
-	HTTPAddr          string
-	AdminAddr         string
-	DatabaseURL       string
-	DatabaseReadURL   string
-	RedisURL          string
+	HTTPAddr        string
+	AdminAddr       string
+	DatabaseURL     string
+	DatabaseReadURL string
+	RedisURL        string
+	// Redis is MD_REDIS_URL parsed, with the client timeouts set.
+	Redis             cache.Options
 	RedisPrefix       string
 	NATSURL           string
 	RateLimit         int
@@ -66,24 +68,56 @@ type configError struct {
 
 func (e *configError) Error() string { return e.name + ": " + e.reason }
 
+// envDefaults are the defaults of the variables of contract §1. This table
+// is the one home of each, except where a package owns the value and the
+// variable only overrides it: those come from api.DefaultConfig and
+// ingest.DefaultConfig.
+func envDefaults() map[string]string {
+	a, i := api.DefaultConfig(), ingest.DefaultConfig()
+	return map[string]string{
+		"MD_HTTP_ADDR":          "127.0.0.1:8080",
+		"MD_ADMIN_ADDR":         "127.0.0.1:9090",
+		"MD_DATABASE_URL":       "postgres://postgres@127.0.0.1:5432/marketdata?sslmode=disable",
+		"MD_REDIS_URL":          "redis://127.0.0.1:6379/0",
+		"MD_REDIS_PREFIX":       cache.DefaultPrefix,
+		"MD_NATS_URL":           "nats://127.0.0.1:4222",
+		"MD_DOCS_ORIGIN":        "http://127.0.0.1:8081",
+		"MD_RATE_LIMIT":         "1200",
+		"MD_RATE_WINDOW":        "60s",
+		"MD_AUTHFAIL_LIMIT":     "20",
+		"MD_AUTHFAIL_WINDOW":    "300s",
+		"MD_RESOLVED_RETENTION": "168h",
+		"MD_MAX_CONNS":          strconv.Itoa(a.MaxConns),
+		"MD_KEY_STALE_MAX":      a.KeyStaleMax.String(),
+		"MD_STREAM_REPLICAS":    strconv.Itoa(i.Replicas),
+	}
+}
+
 // LoadConfig reads the configuration through getenv (os.Getenv in main).
+// An unset or blank variable takes its default (envDefaults; the read
+// replica defaults to the primary); a set one is checked, and the first bad
+// value is refused with the variable's name.
 func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error) {
-	env := func(name, def string) string {
+	defaults := envDefaults()
+	env := func(name string) string {
 		if v := strings.TrimSpace(getenv(name)); v != "" {
 			return v
 		}
-		return def
+		return defaults[name]
 	}
 	c := &Config{
-		HTTPAddr:    env("MD_HTTP_ADDR", "127.0.0.1:8080"),
-		AdminAddr:   env("MD_ADMIN_ADDR", "127.0.0.1:9090"),
-		DatabaseURL: env("MD_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/marketdata?sslmode=disable"),
-		RedisURL:    env("MD_REDIS_URL", "redis://127.0.0.1:6379/0"),
-		RedisPrefix: env("MD_REDIS_PREFIX", "md:"),
-		NATSURL:     env("MD_NATS_URL", "nats://127.0.0.1:4222"),
-		DocsOrigin:  env("MD_DOCS_ORIGIN", "http://127.0.0.1:8081"),
+		HTTPAddr:    env("MD_HTTP_ADDR"),
+		AdminAddr:   env("MD_ADMIN_ADDR"),
+		DatabaseURL: env("MD_DATABASE_URL"),
+		RedisURL:    env("MD_REDIS_URL"),
+		RedisPrefix: env("MD_REDIS_PREFIX"),
+		NATSURL:     env("MD_NATS_URL"),
+		DocsOrigin:  env("MD_DOCS_ORIGIN"),
 	}
-	c.DatabaseReadURL = env("MD_DATABASE_READ_URL", c.DatabaseURL)
+	c.DatabaseReadURL = c.DatabaseURL
+	if v := strings.TrimSpace(getenv("MD_DATABASE_READ_URL")); v != "" {
+		c.DatabaseReadURL = v
+	}
 
 	var err error
 	for _, a := range []struct{ name, v string }{{"MD_HTTP_ADDR", c.HTTPAddr}, {"MD_ADMIN_ADDR", c.AdminAddr}} {
@@ -96,34 +130,34 @@ func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error
 			return nil, &configError{d.name, "not a Postgres connection string: " + err.Error()}
 		}
 	}
-	if err := checkRedisURL(c.RedisURL); err != nil {
+	if c.Redis, err = cache.ParseURL(c.RedisURL); err != nil {
 		return nil, &configError{"MD_REDIS_URL", err.Error()}
 	}
 	if err := checkNATSURL(c.NATSURL); err != nil {
 		return nil, &configError{"MD_NATS_URL", err.Error()}
 	}
-	if c.RateLimit, err = positiveInt("MD_RATE_LIMIT", env("MD_RATE_LIMIT", "1200")); err != nil {
+	if c.RateLimit, err = positiveInt("MD_RATE_LIMIT", env("MD_RATE_LIMIT")); err != nil {
 		return nil, err
 	}
-	if c.RateWindow, err = positiveDuration("MD_RATE_WINDOW", env("MD_RATE_WINDOW", "60s")); err != nil {
+	if c.RateWindow, err = windowDuration("MD_RATE_WINDOW", env("MD_RATE_WINDOW")); err != nil {
 		return nil, err
 	}
-	if c.AuthFailLimit, err = positiveInt("MD_AUTHFAIL_LIMIT", env("MD_AUTHFAIL_LIMIT", "20")); err != nil {
+	if c.AuthFailLimit, err = positiveInt("MD_AUTHFAIL_LIMIT", env("MD_AUTHFAIL_LIMIT")); err != nil {
 		return nil, err
 	}
-	if c.AuthFailWindow, err = positiveDuration("MD_AUTHFAIL_WINDOW", env("MD_AUTHFAIL_WINDOW", "300s")); err != nil {
+	if c.AuthFailWindow, err = windowDuration("MD_AUTHFAIL_WINDOW", env("MD_AUTHFAIL_WINDOW")); err != nil {
 		return nil, err
 	}
-	if c.ResolvedRetention, err = positiveDuration("MD_RESOLVED_RETENTION", env("MD_RESOLVED_RETENTION", "168h")); err != nil {
+	if c.ResolvedRetention, err = positiveDuration("MD_RESOLVED_RETENTION", env("MD_RESOLVED_RETENTION")); err != nil {
 		return nil, err
 	}
-	if c.MaxConns, err = positiveInt("MD_MAX_CONNS", env("MD_MAX_CONNS", "20000")); err != nil {
+	if c.MaxConns, err = positiveInt("MD_MAX_CONNS", env("MD_MAX_CONNS")); err != nil {
 		return nil, err
 	}
-	if c.KeyStaleMax, err = time.ParseDuration(env("MD_KEY_STALE_MAX", "10m")); err != nil || c.KeyStaleMax < 0 {
-		return nil, &configError{"MD_KEY_STALE_MAX", fmt.Sprintf("%q is not a duration like 10m (0 turns it off)", env("MD_KEY_STALE_MAX", "10m"))}
+	if c.KeyStaleMax, err = time.ParseDuration(env("MD_KEY_STALE_MAX")); err != nil || c.KeyStaleMax < 0 {
+		return nil, &configError{"MD_KEY_STALE_MAX", fmt.Sprintf("%q is not a duration like 10m (0 turns it off)", env("MD_KEY_STALE_MAX"))}
 	}
-	if c.StreamReplicas, err = positiveInt("MD_STREAM_REPLICAS", env("MD_STREAM_REPLICAS", "1")); err != nil {
+	if c.StreamReplicas, err = positiveInt("MD_STREAM_REPLICAS", env("MD_STREAM_REPLICAS")); err != nil {
 		return nil, err
 	}
 	if c.StreamReplicas > 5 {
@@ -132,7 +166,7 @@ func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error
 	if err := checkOrigin(c.DocsOrigin); err != nil {
 		return nil, &configError{"MD_DOCS_ORIGIN", err.Error()}
 	}
-	for o := range strings.SplitSeq(env("MD_APP_ORIGINS", ""), ",") {
+	for o := range strings.SplitSeq(env("MD_APP_ORIGINS"), ",") {
 		if o = strings.TrimSpace(o); o == "" {
 			continue
 		}
@@ -141,7 +175,7 @@ func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error
 		}
 		c.AppOrigins = append(c.AppOrigins, o)
 	}
-	for p := range strings.SplitSeq(env("MD_TRUSTED_PROXIES", ""), ",") {
+	for p := range strings.SplitSeq(env("MD_TRUSTED_PROXIES"), ",") {
 		if p = strings.TrimSpace(p); p == "" {
 			continue
 		}
@@ -187,35 +221,6 @@ func splitHostPort(v string) (string, int, error) {
 	return v[:i], port, nil
 }
 
-// checkRedisURL validates MD_REDIS_URL the way cache.Open reads it: a
-// redis:// or rediss:// URL (with addr= parameters: a Redis Cluster), or
-// comma-separated cluster addresses. Errors never quote the URL, which may
-// hold a password.
-func checkRedisURL(v string) error {
-	if strings.HasPrefix(v, "redis://") || strings.HasPrefix(v, "rediss://") {
-		var err error
-		if cache.IsClusterURL(v) {
-			_, err = redis.ParseClusterURL(v)
-		} else {
-			_, err = redis.ParseURL(v)
-		}
-		if err != nil {
-			var uerr *url.Error
-			if errors.As(err, &uerr) {
-				err = uerr.Err
-			}
-			return fmt.Errorf("not a valid redis:// URL: %v", err)
-		}
-		return nil
-	}
-	for a := range strings.SplitSeq(v, ",") {
-		if err := checkAddr(strings.TrimSpace(a)); err != nil {
-			return fmt.Errorf("want a redis:// URL or comma-separated cluster addresses: %v", err)
-		}
-	}
-	return nil
-}
-
 func checkNATSURL(v string) error {
 	for u := range strings.SplitSeq(v, ",") {
 		parsed, err := url.Parse(strings.TrimSpace(u))
@@ -256,6 +261,17 @@ func positiveDuration(name, v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
 		return 0, &configError{name, fmt.Sprintf("%q is not a positive duration like 60s", v)}
+	}
+	return d, nil
+}
+
+// windowDuration reads a rate-limit window: at least a second, since the
+// limiter counts in milliseconds and answers RateLimit-Reset and
+// Retry-After in whole seconds.
+func windowDuration(name, v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Second {
+		return 0, &configError{name, fmt.Sprintf("%q is not a duration of at least 1s like 60s", v)}
 	}
 	return d, nil
 }

@@ -1,9 +1,17 @@
 package main
 
 import (
+	"errors"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/marketdata/marketdata/api"
+	"github.com/marketdata/marketdata/ingest"
 )
 
 func envOf(kv map[string]string) func(string) string {
@@ -38,27 +46,38 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		{"MD_NATS_URL", "::::", secretsUnused},
 		{"MD_RATE_LIMIT", "0", secretsUnused},
 		{"MD_RATE_LIMIT", "1.5", secretsUnused},
+		{"MD_RATE_LIMIT", "many", secretsUnused},
 		{"MD_RATE_WINDOW", "60", secretsUnused},
+		{"MD_RATE_WINDOW", "0s", secretsUnused},
+		{"MD_RATE_WINDOW", "500ms", secretsUnused},
 		{"MD_AUTHFAIL_LIMIT", "-1", secretsUnused},
+		{"MD_AUTHFAIL_LIMIT", "0", secretsUnused},
 		{"MD_AUTHFAIL_WINDOW", "0s", secretsUnused},
+		{"MD_AUTHFAIL_WINDOW", "999ms", secretsUnused},
+		{"MD_AUTHFAIL_WINDOW", "-5m", secretsUnused},
 		{"MD_DOCS_ORIGIN", "docs.example.com", secretsUnused},
 		{"MD_APP_ORIGINS", "https://ok.example,ftp://bad.example", secretsUnused},
 		{"MD_TRUSTED_PROXIES", "10.0.0.0/33", secretsUnused},
 		{"MD_RESOLVED_RETENTION", "week", secretsUnused},
+		{"MD_RESOLVED_RETENTION", "0s", secretsUnused},
+		{"MD_RESOLVED_RETENTION", "-1h", secretsUnused},
 		{"MD_REDIS_PREFIX", "md{x}:", secretsUnused},
 		{"MD_MAX_CONNS", "0", secretsUnused},
 		{"MD_MAX_CONNS", "many", secretsUnused},
+		{"MD_MAX_CONNS", "-1", secretsUnused},
 		{"MD_KEY_STALE_MAX", "-1m", secretsUnused},
 		{"MD_KEY_STALE_MAX", "ten", secretsUnused},
 		{"MD_STREAM_REPLICAS", "0", secretsUnused},
 		{"MD_STREAM_REPLICAS", "6", secretsUnused},
+		{"MD_STREAM_REPLICAS", "three", secretsUnused},
 		{"MD_CURSOR_SECRET", "short", secretsRequired},
 		{"MD_KEY_PEPPER", "short", secretsRequired},
+		{"MD_KEY_PEPPER", "short", secretsPepper},
 	}
 	for _, c := range cases {
 		t.Run(c.name+"="+c.value, func(t *testing.T) {
 			env := map[string]string{c.name: c.value}
-			if c.secrets == secretsRequired {
+			if c.secrets == secretsRequired || c.secrets == secretsPepper {
 				for _, s := range []string{"MD_CURSOR_SECRET", "MD_KEY_PEPPER"} {
 					if s != c.name {
 						env[s] = strings.Repeat("s", 32)
@@ -70,6 +89,30 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 				t.Errorf("got %v, want an error starting with %q", err, c.name+": ")
 			}
 		})
+	}
+}
+
+// TestLoadConfigZeroMeans: the one variable whose 0 is accepted says what
+// it means (MD_KEY_STALE_MAX 0: a key is never served stale); every other 0
+// is refused above.
+func TestLoadConfigZeroMeans(t *testing.T) {
+	c, err := LoadConfig(envOf(map[string]string{"MD_KEY_STALE_MAX": "0"}), secretsUnused)
+	if err != nil || c.KeyStaleMax != 0 {
+		t.Errorf("MD_KEY_STALE_MAX=0: got %v, %v; want 0 accepted", c, err)
+	}
+}
+
+// TestLoadConfigDefaultsAreThePackages: where a package owns a value, the
+// variable's default is the package's (one home for each default).
+func TestLoadConfigDefaultsAreThePackages(t *testing.T) {
+	c, err := LoadConfig(envOf(nil), secretsUnused)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, i := api.DefaultConfig(), ingest.DefaultConfig()
+	if c.MaxConns != a.MaxConns || c.KeyStaleMax != a.KeyStaleMax || c.StreamReplicas != i.Replicas {
+		t.Errorf("got MaxConns %d, KeyStaleMax %s, StreamReplicas %d; want api's %d, %s and ingest's %d",
+			c.MaxConns, c.KeyStaleMax, c.StreamReplicas, a.MaxConns, a.KeyStaleMax, i.Replicas)
 	}
 }
 
@@ -96,5 +139,184 @@ func TestLoadConfigSecrets(t *testing.T) {
 	}
 	if len(c.TrustedProxies) != 3 || c.TrustedProxies[1].Bits() != 32 || len(c.AppOrigins) != 1 {
 		t.Errorf("lists: got proxies %v origins %v", c.TrustedProxies, c.AppOrigins)
+	}
+}
+
+// TestFlagRefusals: every flag with a bad value is refused before the
+// command does anything, with the flag's name leading the one-line reason.
+// 0 and negative values are refused wherever they mean nothing documented
+// (--rate 0, --duration 0 and --max-messages 0 mean something: see
+// docs/configuration.md).
+func TestFlagRefusals(t *testing.T) {
+	secrets := map[string]string{"MD_CURSOR_SECRET": strings.Repeat("c", 32), "MD_KEY_PEPPER": strings.Repeat("p", 32)}
+	cases := []struct {
+		flag string
+		args []string
+	}{
+		{"--batch-size", []string{"ingest", "--batch-size", "0"}},
+		{"--batch-size", []string{"ingest", "--batch-size", "10001"}},
+		{"--linger", []string{"ingest", "--linger", "0"}},
+		{"--linger", []string{"ingest", "--linger", "-1ms"}},
+		{"--linger", []string{"ingest", "--linger", "1001ms"}},
+		{"--appliers", []string{"ingest", "--appliers", "0"}},
+		{"--appliers", []string{"ingest", "--appliers", "65"}},
+		{"--ack-wait", []string{"ingest", "--ack-wait", "0"}},
+		{"--ack-wait", []string{"ingest", "--ack-wait", "999ms"}},
+		{"--replicas", []string{"ingest", "--replicas", "0"}},
+		{"--replicas", []string{"ingest", "--replicas", "6"}},
+		{"--stream", []string{"ingest", "--stream", ""}},
+		{"--stream", []string{"ingest", "--stream", "MD.X"}},
+		{"--stream", []string{"ingest", "--stream", "MD X"}},
+		{"--dlq-stream", []string{"ingest", "--dlq-stream", "MD*"}},
+		{"--dlq-stream", []string{"ingest", "--stream", "S", "--dlq-stream", "S"}},
+		{"--consumer", []string{"ingest", "--consumer", "a>b"}},
+		{"--consumer", []string{"ingest", "--consumer", ""}},
+		{"--subject-prefix", []string{"ingest", "--subject-prefix", ""}},
+		{"--subject-prefix", []string{"ingest", "--subject-prefix", "a..b"}},
+		{"--subject-prefix", []string{"ingest", "--subject-prefix", "a.*"}},
+		{"--dlq-prefix", []string{"ingest", "--dlq-prefix", "a b"}},
+		{"--dlq-prefix", []string{"ingest", "--subject-prefix", "x", "--dlq-prefix", "x.dlq"}},
+		{"--notice-subject", []string{"ingest", "--notice-subject", ">"}},
+		{"--notice-subject", []string{"ingest", "--subject-prefix", "x", "--notice-subject", "x.changes"}},
+		{"--events", []string{"feed", "--events", "0"}},
+		{"--events", []string{"feed", "--events", "1000001"}},
+		{"--rate", []string{"feed", "--rate", "-1"}},
+		{"--rate", []string{"feed", "--rate", "-1/s"}},
+		{"--rate", []string{"feed", "--rate", "NaN"}},
+		{"--rate", []string{"feed", "--rate", "fast"}},
+		{"--duration", []string{"feed", "--duration", "-1s"}},
+		{"--max-messages", []string{"feed", "--max-messages", "-1"}},
+		{"--replicas", []string{"feed", "--replicas", "0"}},
+		{"--stream", []string{"feed", "--stream", "a/b"}},
+		{"--subject-prefix", []string{"feed", "--subject-prefix", "x.>"}},
+		{"--events", []string{"dev", "--events", "0"}},
+		{"--notice-subject", []string{"api", "--notice-subject", ""}},
+		{"--notice-subject", []string{"api", "--notice-subject", "a b"}},
+		{"--notice-subject", []string{"cache", "rebuild", "--notice-subject", "*"}},
+		{"--expires-in", []string{"key", "create", "--account", "a", "--scopes", "markets:read", "--expires-in", "0"}},
+		{"--expires-in", []string{"key", "create", "--account", "a", "--scopes", "markets:read", "--expires-in", "366d"}},
+		{"--log-level", []string{"ingest", "--log-level", "loud"}},
+		{"--log-format", []string{"ingest", "--log-format", "xml"}},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			_, err := run(t, secrets, c.args...)
+			// Our own checks lead with the flag; a value the flag's type
+			// cannot parse is refused by the flag parser, which names it too.
+			if err == nil || !(strings.HasPrefix(err.Error(), c.flag+": ") || strings.Contains(err.Error(), `"`+c.flag+`" flag`)) {
+				t.Errorf("got %v, want a refusal naming %s", err, c.flag)
+			}
+		})
+	}
+}
+
+// TestFlagDefaultsAreTheContracts: ingest's flags default to
+// ingest.DefaultConfig, which passes the flags' own checks; the bounds of
+// --linger are accepted.
+func TestFlagDefaultsAreTheContracts(t *testing.T) {
+	fs := pflag.NewFlagSet("ingest", pflag.ContinueOnError)
+	var ic ingest.Config
+	ingestFlags(fs, &ic)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	want := ingest.DefaultConfig()
+	want.Replicas = 0 // MD_STREAM_REPLICAS decides unless --replicas is given
+	if ic != want {
+		t.Errorf("flag defaults: got %+v, want %+v", ic, want)
+	}
+	ic.Replicas = 1
+	for _, linger := range []time.Duration{time.Nanosecond, time.Millisecond, time.Second} {
+		ic.Linger = linger
+		if err := validateIngest(&ic); err != nil {
+			t.Errorf("--linger %s: got %v, want accepted", linger, err)
+		}
+	}
+}
+
+// TestRateFlag: --rate takes 200 and 200/s alike (contract §1).
+func TestRateFlag(t *testing.T) {
+	for in, want := range map[string]float64{"200": 200, "200/s": 200, "0": 0, "0.5/s": 0.5, " 7/s": 7} {
+		var r rateValue
+		if err := r.Set(in); err != nil || float64(r) != want {
+			t.Errorf("--rate %q: got %v, %v; want %v", in, float64(r), err, want)
+		}
+	}
+	for _, in := range []string{"", "/s", "200/m", "200 /s", "fast"} {
+		var r rateValue
+		if err := r.Set(in); err == nil {
+			t.Errorf("--rate %q: got %v, want refused", in, float64(r))
+		}
+	}
+}
+
+// TestConfigExitCode runs the binary (this test binary as the CLI, see
+// TestMain): a bad variable or flag exits 1 with one line on stderr,
+// "marketdata: <name>: <reason>", and nothing on stdout (contract §1).
+func TestConfigExitCode(t *testing.T) {
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+	}{
+		{"MD_RATE_LIMIT", []string{"MD_RATE_LIMIT=0"}, []string{"ingest"}},
+		{"MD_AUTHFAIL_WINDOW", []string{"MD_AUTHFAIL_WINDOW=100ms"}, []string{"feed"}},
+		{"--linger", nil, []string{"ingest", "--linger", "0"}},
+		{"--rate", nil, []string{"feed", "--rate", "-3/s"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], c.args...)
+			// Only this case's variables: none of the test's own MD_*.
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, "MD_") {
+					cmd.Env = append(cmd.Env, kv)
+				}
+			}
+			cmd.Env = append(append(cmd.Env, drillMainEnv+"=1"), c.env...)
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Fatalf("got %v, want exit status 1 (stderr %q)", err, stderr.String())
+			}
+			if got := stderr.String(); !strings.HasPrefix(got, "marketdata: "+c.name+": ") || strings.Count(got, "\n") != 1 || !strings.HasSuffix(got, "\n") {
+				t.Errorf("stderr: got %q, want one line starting %q", got, "marketdata: "+c.name+": ")
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("stdout: got %q, want nothing", stdout.String())
+			}
+		})
+	}
+}
+
+// TestConfigurationDocumented: docs/configuration.md names every variable
+// and every flag of the long-running commands, so the table of what each
+// accepts cannot silently miss one.
+func TestConfigurationDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{"MD_DATABASE_READ_URL": true, "MD_APP_ORIGINS": true, "MD_TRUSTED_PROXIES": true,
+		"MD_CURSOR_SECRET": true, "MD_KEY_PEPPER": true, "--expires-in": true}
+	for name := range envDefaults() {
+		names[name] = true
+	}
+	root := newRoot(envOf(nil), nil, nil)
+	for _, path := range [][]string{{"api"}, {"ingest"}, {"feed"}, {"dev"}, {"cache", "rebuild"}} {
+		cmd, _, err := root.Find(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		add := func(f *pflag.Flag) { names["--"+f.Name] = f.Name != "help" }
+		cmd.InheritedFlags().VisitAll(add)
+		cmd.LocalFlags().VisitAll(add)
+	}
+	for name, want := range names {
+		if want && !strings.Contains(string(doc), "`"+name+"`") && !strings.Contains(string(doc), "`"+name+" ") {
+			t.Errorf("docs/configuration.md does not name `%s`", name)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -11,10 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"github.com/spf13/pflag"
 
 	"github.com/marketdata/marketdata/cache"
-	"github.com/marketdata/marketdata/ingest"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -107,8 +104,10 @@ func openPool(name, dsn string) (*store.Store, func(), error) {
 	return store.New(pool), pool.Close, nil
 }
 
-func connectRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
-	rdb, err := cache.Connect(ctx, url)
+// connectRedis opens Redis for a command that needs it now: it fails when
+// Redis does not answer.
+func connectRedis(ctx context.Context, o cache.Options) (redis.UniversalClient, error) {
+	rdb, err := cache.Connect(ctx, o)
 	if err != nil {
 		return nil, &configError{"MD_REDIS_URL", err.Error()}
 	}
@@ -119,70 +118,10 @@ func newCache(rdb redis.UniversalClient, cfg *Config) *cache.Cache {
 	return cache.New(rdb, cfg.RedisPrefix, cache.Rules{Retention: cfg.ResolvedRetention, Now: time.Now})
 }
 
-// defaultNoticeSubject is where ingest publishes change notices unless told
-// otherwise; api and cache rebuild take the same flag.
-var defaultNoticeSubject = ingest.Config{}.Defaults().NoticeSubject
-
-// ingestFlags are the stream names and sizes; the defaults are the contract's.
-func ingestFlags(fs *pflag.FlagSet, ic *ingest.Config) {
-	fs.StringVar(&ic.Stream, "stream", "MARKETDATA", "JetStream stream of matcher updates")
-	fs.StringVar(&ic.SubjectPrefix, "subject-prefix", "md.v1", "subject prefix of matcher updates")
-	fs.StringVar(&ic.DLQStream, "dlq-stream", "MARKETDATA_DLQ", "stream that keeps rejected messages")
-	fs.StringVar(&ic.DLQPrefix, "dlq-prefix", "md.dlq.v1", "subject prefix of rejected messages")
-	fs.StringVar(&ic.NoticeSubject, "notice-subject", defaultNoticeSubject, "subject of change notices")
-	fs.StringVar(&ic.Consumer, "consumer", "ingest", "durable consumer shared by all ingest workers")
-	replicasFlag(fs, ic)
-	fs.IntVar(&ic.BatchSize, "batch-size", 1000, "most messages per batch")
-	fs.DurationVar(&ic.Linger, "linger", 10*time.Millisecond, "how long a batch may wait for more messages after its first")
-	fs.IntVar(&ic.Appliers, "appliers", 4, "batches one process writes at once")
-	fs.DurationVar(&ic.AckWait, "ack-wait", 30*time.Second, "redeliver a message not acknowledged this long after delivery (a crashed worker's messages)")
-}
-
-// replicasFlag registers --replicas of `ingest` and `feed`.
-func replicasFlag(fs *pflag.FlagSet, ic *ingest.Config) {
-	fs.IntVar(&ic.Replicas, "replicas", 0, "replicas of the streams this command creates, or raises on a NATS cluster when fewer; overrides MD_STREAM_REPLICAS (default: MD_STREAM_REPLICAS, itself 1 when unset; 3 on a NATS cluster)")
-}
-
-// applyReplicas takes MD_STREAM_REPLICAS unless --replicas was given: flags
-// override the environment.
-func applyReplicas(fs *pflag.FlagSet, cfg *Config, ic *ingest.Config) {
-	if !fs.Changed("replicas") {
-		ic.Replicas = cfg.StreamReplicas
-	}
-}
-
-// validateReplicas checks --replicas (MD_STREAM_REPLICAS is checked by
-// LoadConfig).
-func validateReplicas(ic *ingest.Config) error {
-	if ic.Replicas < 1 || ic.Replicas > 5 {
-		return fmt.Errorf("--replicas: %d is not within 1..5 (JetStream's limit)", ic.Replicas)
-	}
-	return nil
-}
-
-func validateIngest(ic *ingest.Config) error {
-	if ic.BatchSize < 1 || ic.BatchSize > 10000 {
-		return fmt.Errorf("--batch-size: %d is not within 1..10000", ic.BatchSize)
-	}
-	if ic.Linger < 0 || ic.Linger > time.Second {
-		return fmt.Errorf("--linger: %s is not within 0..1s", ic.Linger)
-	}
-	if ic.Appliers < 1 || ic.Appliers > 64 {
-		return fmt.Errorf("--appliers: %d is not within 1..64", ic.Appliers)
-	}
-	if ic.AckWait < time.Second {
-		return fmt.Errorf("--ack-wait: %s is below 1s", ic.AckWait)
-	}
-	return validateReplicas(ic)
-}
-
 // openCaches opens Redis and NATS for a long-running process without
 // waiting for either to answer; close both when done.
 func openCaches(cfg *Config, name string, log *slog.Logger) (redis.UniversalClient, *nats.Conn, error) {
-	rdb, err := cache.Open(cfg.RedisURL)
-	if err != nil {
-		return nil, nil, &configError{"MD_REDIS_URL", err.Error()}
-	}
+	rdb := cfg.Redis.Open()
 	nc, err := openNATS(cfg.NATSURL, name, log)
 	if err != nil {
 		rdb.Close()

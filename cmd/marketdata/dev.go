@@ -58,7 +58,8 @@ func (c *cli) devCmd() *cobra.Command {
 					"  synthetic feed:  %d events, %.0f messages/s\n\n",
 					apiAddr, apiAdmin, secret, secret, apiAddr, apiAdmin, ingestAdmin, o.events, o.rate)
 			}
-			ic := ingest.Config{Replicas: cfg.StreamReplicas}.Defaults()
+			ic := ingest.DefaultConfig()
+			ic.Replicas = cfg.StreamReplicas
 			apiCfg := *cfg
 			apiCfg.AdminAddr = "127.0.0.1:0" // the ingest side has MD_ADMIN_ADDR
 			g, gctx := errgroup.WithContext(ctx)
@@ -108,7 +109,7 @@ func demoKey(ctx context.Context, cfg *Config) (string, error) {
 	secret := store.NewSecret()
 	_, err = st.CreateKey(ctx, store.NewKey{
 		AccountID: a.ID, SecretHash: store.HashSecret(cfg.KeyPepper, secret), Last4: secret[len(secret)-4:],
-		Scopes: store.KnownScopes, CreatedAt: now, ExpiresAt: now.Add(90 * 24 * time.Hour),
+		Scopes: store.KnownScopes, CreatedAt: now, ExpiresAt: now.Add(store.DefaultKeyLifetime),
 	})
 	return secret, err
 }

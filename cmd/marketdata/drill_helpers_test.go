@@ -18,6 +18,7 @@ import (
 
 	"github.com/marketdata/marketdata/ingest"
 	"github.com/marketdata/marketdata/ingest/feed"
+	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/internal/testenv"
 )
 
@@ -52,11 +53,11 @@ func newDrill(t *testing.T, databaseURL, redisURL, natsURL string) *drill {
 		"MD_KEY_STALE_MAX":      "10m",
 		"MD_DOCS_ORIGIN":        "http://127.0.0.1:1",
 		"MD_RESOLVED_RETENTION": "168h",
-	}, ic: ingest.Config{
-		Stream: "MD_" + up, SubjectPrefix: id + ".md.v1", DLQStream: "MD_DLQ_" + up,
-		DLQPrefix: id + ".md.dlq.v1", NoticeSubject: id + ".md.changes.v1", Consumer: "ingest",
-		BatchSize: 500, Linger: 5 * time.Millisecond, Appliers: 2, AckWait: 5 * time.Second,
-	}.Defaults()}
+	}, ic: ingest.DefaultConfig()}
+	d.ic.Stream, d.ic.SubjectPrefix = "MD_"+up, id+"."+ingest.DefaultSubjectPrefix
+	d.ic.DLQStream, d.ic.DLQPrefix = "MD_DLQ_"+up, id+"."+ingest.DefaultDLQPrefix
+	d.ic.NoticeSubject = id + "." + notice.ChangeSubject
+	d.ic.BatchSize, d.ic.Linger, d.ic.Appliers, d.ic.AckWait = 500, 5*time.Millisecond, 2, 5*time.Second
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("node logs:\n%s", d.log.String())

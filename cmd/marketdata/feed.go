@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,7 +29,8 @@ type feedOptions struct {
 func (o *feedOptions) flags(cmd *cobra.Command, events int, rate float64) {
 	fs := cmd.Flags()
 	fs.IntVar(&o.events, "events", events, "events in the synthetic world")
-	fs.Float64Var(&o.rate, "rate", rate, "messages per second after the initial state (0 = as fast as NATS takes them)")
+	o.rate = rate
+	fs.Var((*rateValue)(&o.rate), "rate", "messages per second after the initial state, written 200 or 200/s (0 = as fast as NATS takes them)")
 	fs.DurationVar(&o.duration, "duration", 0, "stop after this long (0 = until interrupted)")
 	fs.IntVar(&o.max, "max-messages", 0, "stop after this many messages (0 = no limit)")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed: the same seed gives the same world")
@@ -37,8 +41,8 @@ func (o *feedOptions) validate() error {
 	switch {
 	case o.events < 1 || o.events > 1_000_000:
 		return fmt.Errorf("--events: %d is not within 1..1000000", o.events)
-	case o.rate < 0:
-		return fmt.Errorf("--rate: %v is negative", o.rate)
+	case !(o.rate >= 0) || math.IsInf(o.rate, 1):
+		return fmt.Errorf("--rate: %v is not a rate of 0 or more messages per second", o.rate)
 	case o.duration < 0:
 		return fmt.Errorf("--duration: %v is negative", o.duration)
 	case o.max < 0:
@@ -47,9 +51,27 @@ func (o *feedOptions) validate() error {
 	return nil
 }
 
+// rateValue is --rate: messages per second, written "200" or "200/s"
+// (contract §1). Set only parses; validate refuses what is out of range,
+// naming the flag.
+type rateValue float64
+
+func (r *rateValue) String() string { return strconv.FormatFloat(float64(*r), 'g', -1, 64) }
+
+func (r *rateValue) Set(s string) error {
+	v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "/s"), 64)
+	if err != nil {
+		return fmt.Errorf("%q is not a rate like 200 or 200/s", s)
+	}
+	*r = rateValue(v)
+	return nil
+}
+
+func (r *rateValue) Type() string { return "rate" }
+
 func (c *cli) feedCmd() *cobra.Command {
 	var o feedOptions
-	var ic ingest.Config
+	ic := ingest.DefaultConfig()
 	cmd := &cobra.Command{
 		Use:   "feed",
 		Short: "Publish a synthetic matcher stream to NATS (--events N --rate R --duration D)",
@@ -63,6 +85,9 @@ func (c *cli) feedCmd() *cobra.Command {
 				return err
 			}
 			applyReplicas(cmd.Flags(), cfg, &ic)
+			if err := validateStreams(&ic); err != nil {
+				return err
+			}
 			if err := validateReplicas(&ic); err != nil {
 				return err
 			}
@@ -70,7 +95,7 @@ func (c *cli) feedCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, err := runFeed(cmd.Context(), cfg.NATSURL, ic.Defaults(), o, log)
+			st, err := runFeed(cmd.Context(), cfg.NATSURL, ic, o, log)
 			if err != nil {
 				return err
 			}
@@ -79,9 +104,7 @@ func (c *cli) feedCmd() *cobra.Command {
 		},
 	}
 	o.flags(cmd, 1000, 100)
-	cmd.Flags().StringVar(&ic.Stream, "stream", "MARKETDATA", "JetStream stream of matcher updates (created if absent)")
-	cmd.Flags().StringVar(&ic.SubjectPrefix, "subject-prefix", "md.v1", "subject prefix of matcher updates")
-	replicasFlag(cmd.Flags(), &ic)
+	streamFlags(cmd.Flags(), &ic)
 	return cmd
 }
 

@@ -72,9 +72,14 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 
 	cch := newCache(rdb, cfg)
 	// Anti-entropy: repairs cache writes lost in a Redis failover.
-	ae := ingest.NewAntiEntropy(ingest.AntiEntropyConfig{NoticeSubject: ic.NoticeSubject}, ingest.AntiEntropyDeps{
+	aec := ingest.DefaultAntiEntropyConfig()
+	aec.NoticeSubject = ic.NoticeSubject
+	ae, err := ingest.NewAntiEntropy(aec, ingest.AntiEntropyDeps{
 		Store: st, Cache: cch, NC: nc, Metrics: ingest.NewAntiEntropyMetrics(reg), Log: log,
 	})
+	if err != nil {
+		return err
+	}
 	if err := observeRedis(rdb, reg, log); err != nil {
 		return err
 	}

@@ -61,6 +61,11 @@ func parseLifetime(v string) (time.Duration, error) {
 	return d, nil
 }
 
+// days writes a whole number of days as parseLifetime reads it ("90d").
+func days(d time.Duration) string {
+	return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+}
+
 // parseScopes checks a comma-separated scope list: known scopes only, and
 // `trade` refused.
 func parseScopes(v string) ([]string, error) {
@@ -159,7 +164,7 @@ func (c *cli) keyCreateCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&account, "account", "", "account id")
 	f.StringVar(&scopes, "scopes", "", "comma-separated scopes: "+strings.Join(store.KnownScopes, ", "))
-	f.StringVar(&expiresIn, "expires-in", "90d", "lifetime: a Go duration or days (90d), at most 365d")
+	f.StringVar(&expiresIn, "expires-in", days(store.DefaultKeyLifetime), "lifetime: a Go duration or days (90d), at most "+days(store.MaxKeyLifetime))
 	f.StringArrayVar(&allow, "allow-ip", nil, "allowed client CIDR (IPv4 or IPv6); repeat up to 20 times; none = any address")
 	return cmd
 }

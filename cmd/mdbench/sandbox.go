@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/ingest"
+	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/store"
 )
@@ -44,19 +45,10 @@ type Sandbox struct {
 func NewSandbox(ctx context.Context, o *Options, log *slog.Logger) (*Sandbox, error) {
 	id := testenv.Name("mdbench")
 	up := strings.ToUpper(id)
-	s := &Sandbox{
-		ID: id, Prefix: id + ":", pgURL: o.PostgresURL, log: log,
-		Ingest: ingest.Config{
-			Stream:        "MD_" + up,
-			SubjectPrefix: id + ".md.v1",
-			DLQStream:     "MD_DLQ_" + up,
-			DLQPrefix:     id + ".md.dlq.v1",
-			NoticeSubject: id + ".md.changes.v1",
-			Consumer:      "ingest",
-			BatchSize:     1000,
-			AckWait:       30 * time.Second,
-		}.Defaults(),
-	}
+	s := &Sandbox{ID: id, Prefix: id + ":", pgURL: o.PostgresURL, log: log, Ingest: ingest.DefaultConfig()}
+	s.Ingest.Stream, s.Ingest.SubjectPrefix = "MD_"+up, id+"."+ingest.DefaultSubjectPrefix
+	s.Ingest.DLQStream, s.Ingest.DLQPrefix = "MD_DLQ_"+up, id+"."+ingest.DefaultDLQPrefix
+	s.Ingest.NoticeSubject = id + "." + notice.ChangeSubject
 	conn, err := pgx.Connect(ctx, o.PostgresURL)
 	if err != nil {
 		return nil, fmt.Errorf("postgres %s: %w", o.PostgresURL, err)

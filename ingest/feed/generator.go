@@ -4,10 +4,9 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"time"
-)
 
-// DefaultSubjectPrefix is the subject prefix of the ingest contract.
-const DefaultSubjectPrefix = "md.v1"
+	"github.com/marketdata/marketdata/ingest"
+)
 
 // Defaults of GenConfig's zero fields.
 const (
@@ -37,7 +36,8 @@ type GenConfig struct {
 	// Now is the clock that stamps messages (default time.Now). The version
 	// base and the trade id tag are taken from it once, at NewGenerator.
 	Now func() time.Time
-	// SubjectPrefix is the subject prefix (default DefaultSubjectPrefix).
+	// SubjectPrefix is the subject prefix (default
+	// ingest.DefaultSubjectPrefix).
 	SubjectPrefix string
 }
 
@@ -92,7 +92,7 @@ func NewGenerator(cfg GenConfig) *Generator {
 		cfg.Now = time.Now
 	}
 	if cfg.SubjectPrefix == "" {
-		cfg.SubjectPrefix = DefaultSubjectPrefix
+		cfg.SubjectPrefix = ingest.DefaultSubjectPrefix
 	}
 
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^seedSalt))

@@ -74,7 +74,7 @@ func version(u *ingest.Update) int64 {
 func TestEveryMessageDecodes(t *testing.T) {
 	g := newTestGenerator(t, 200, 42)
 	initial, nMarkets := g.Initial(), len(g.markets)
-	msgs := decodeAll(t, DefaultSubjectPrefix, generate(t, g, 20_000))
+	msgs := decodeAll(t, ingest.DefaultSubjectPrefix, generate(t, g, 20_000))
 
 	// Initial: every event, then every market, then one price per market.
 	wantOrder := []struct {
@@ -113,7 +113,7 @@ func TestEveryMessageDecodes(t *testing.T) {
 
 func TestVersionsIncreaseByOne(t *testing.T) {
 	g := newTestGenerator(t, 200, 42)
-	msgs := decodeAll(t, DefaultSubjectPrefix, generate(t, g, 20_000))
+	msgs := decodeAll(t, ingest.DefaultSubjectPrefix, generate(t, g, 20_000))
 	last := map[string]int64{}
 	trades := map[string]bool{}
 	for i, m := range msgs {
@@ -134,7 +134,7 @@ func TestVersionsIncreaseByOne(t *testing.T) {
 
 func TestMsgIDsAreUnique(t *testing.T) {
 	g := newTestGenerator(t, 200, 7)
-	msgs := decodeAll(t, DefaultSubjectPrefix, generate(t, g, 20_000))
+	msgs := decodeAll(t, ingest.DefaultSubjectPrefix, generate(t, g, 20_000))
 	seen := map[string]int{}
 	for i, m := range msgs {
 		want := m.Kind + "." + m.Key()

@@ -41,7 +41,7 @@ func testStream(t *testing.T) (js jetstream.JetStream, stream jetstream.Stream, 
 		t.Fatal(err)
 	}
 	tag := hex.EncodeToString(b[:])
-	name, prefix := "FEEDTEST_"+strings.ToUpper(tag), "feedtest"+tag+".md.v1"
+	name, prefix := "FEEDTEST_"+strings.ToUpper(tag), "feedtest"+tag+".updates"
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

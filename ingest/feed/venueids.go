@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+
+	"github.com/marketdata/marketdata/store"
 )
 
 // Venue positions, in store.Venues order.
@@ -15,8 +17,8 @@ const (
 	venueD        // hex ids: 0x3f9a0c…
 )
 
-// maxIDLen is the longest id the contract allows ([A-Za-z0-9_-]{1,64}).
-const maxIDLen = 64
+// maxIDLen is the longest id the contract allows.
+const maxIDLen = store.MaxIDLen
 
 // venueIDs hands out ids shaped like each venue's own, unique per venue.
 type venueIDs struct {

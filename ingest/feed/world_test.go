@@ -11,7 +11,7 @@ import (
 
 func TestWorldHasItsRareCases(t *testing.T) {
 	g := newTestGenerator(t, 200, 42)
-	msgs := decodeAll(t, DefaultSubjectPrefix, generate(t, g, 20_000))
+	msgs := decodeAll(t, ingest.DefaultSubjectPrefix, generate(t, g, 20_000))
 
 	oneVenue := 0
 	for _, m := range msgs[:200] {
@@ -50,7 +50,7 @@ func TestWorldHasItsRareCases(t *testing.T) {
 // checks what the contract's readers rely on.
 func TestWorldIsConsistent(t *testing.T) {
 	g := newTestGenerator(t, 200, 5)
-	msgs := decodeAll(t, DefaultSubjectPrefix, generate(t, g, 20_000))
+	msgs := decodeAll(t, ingest.DefaultSubjectPrefix, generate(t, g, 20_000))
 	events := map[string]*store.Event{}
 	markets := map[string]*store.Market{}
 	for i, m := range msgs {
@@ -124,7 +124,7 @@ func TestTimesHaveFractionalSeconds(t *testing.T) {
 
 func TestVenueIDShapes(t *testing.T) {
 	g := newTestGenerator(t, 300, 11)
-	msgs := decodeAll(t, DefaultSubjectPrefix, generate(t, g, 5_000))
+	msgs := decodeAll(t, ingest.DefaultSubjectPrefix, generate(t, g, 5_000))
 	tests := []struct {
 		venue       string
 		event, mark *regexp.Regexp
@@ -171,10 +171,10 @@ func TestConfigDefaultsAndRanges(t *testing.T) {
 		wantMarkets [2]int
 		wantPrefix  string
 	}{
-		{"zero config", GenConfig{}, DefaultEvents, [2]int{2, 6}, "md.v1"},
-		{"explicit", GenConfig{Events: 7, MarketsPerEvent: [2]int{3, 4}, SubjectPrefix: "x.md.v1"}, 7, [2]int{3, 4}, "x.md.v1"},
-		{"max below min", GenConfig{Events: 5, MarketsPerEvent: [2]int{5, 3}}, 5, [2]int{5, 5}, "md.v1"},
-		{"out of range", GenConfig{Events: -3, MarketsPerEvent: [2]int{-1, 500}}, DefaultEvents, [2]int{1, 50}, "md.v1"},
+		{"zero config", GenConfig{}, DefaultEvents, [2]int{2, 6}, ingest.DefaultSubjectPrefix},
+		{"explicit", GenConfig{Events: 7, MarketsPerEvent: [2]int{3, 4}, SubjectPrefix: "x." + ingest.DefaultSubjectPrefix}, 7, [2]int{3, 4}, "x." + ingest.DefaultSubjectPrefix},
+		{"max below min", GenConfig{Events: 5, MarketsPerEvent: [2]int{5, 3}}, 5, [2]int{5, 5}, ingest.DefaultSubjectPrefix},
+		{"out of range", GenConfig{Events: -3, MarketsPerEvent: [2]int{-1, 500}}, DefaultEvents, [2]int{1, 50}, ingest.DefaultSubjectPrefix},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

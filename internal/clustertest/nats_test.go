@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/marketdata/marketdata/ingest"
 )
 
 // streamInfo asks the cluster for the MARKETDATA stream's state.
@@ -22,7 +24,7 @@ func streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	st, err := js.Stream(ctx, "MARKETDATA")
+	st, err := js.Stream(ctx, ingest.DefaultStream)
 	if err != nil {
 		return nil, err
 	}

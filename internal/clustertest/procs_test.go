@@ -18,6 +18,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/marketdata/marketdata/ingest"
 )
 
 // child is one marketdata process of the suite (api or ingest).
@@ -279,7 +281,7 @@ func (s *suite) quiesce(ctx context.Context) error {
 	for {
 		ictx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		info, err := func() (*jetstream.ConsumerInfo, error) {
-			cons, err := js.Consumer(ictx, "MARKETDATA", "ingest")
+			cons, err := js.Consumer(ictx, ingest.DefaultStream, ingest.DefaultConsumer)
 			if err != nil {
 				return nil, err
 			}

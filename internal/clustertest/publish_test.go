@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/marketdata/marketdata/ingest"
 )
 
 // publisher sends price updates for a set of markets, one version after
@@ -136,7 +138,7 @@ func priceMessage(market string, version int64) *nats.Msg {
 			"venue_a": map[string]float64{"bid": 0.41, "ask": 0.43, "last": 0.42, "volume_24h": float64(version % 100000)},
 		},
 	})
-	msg := nats.NewMsg("md.v1.price." + market)
+	msg := nats.NewMsg(ingest.DefaultSubjectPrefix + ".price." + market)
 	msg.Data = body
 	msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("clustertest.price.%s.%d", market, version))
 	return msg

@@ -133,7 +133,10 @@ func Redis(t testing.TB) (*redis.Client, string) {
 	return rdb, prefix
 }
 
-// Streams are NATS names of the test's own.
+// Streams are NATS names of the test's own. They look nothing like the
+// defaults (ingest.DefaultConfig), which testenv cannot import (ingest's
+// own tests import testenv): a test that meant its own names but got the
+// defaults shows at once.
 type Streams struct {
 	Stream, SubjectPrefix, DLQStream, DLQPrefix, NoticeSubject, Consumer string
 }
@@ -151,11 +154,11 @@ func NATS(t testing.TB) (*nats.Conn, Streams) {
 	up := strings.ToUpper(id)
 	s := Streams{
 		Stream:        "MD_" + up,
-		SubjectPrefix: id + ".md.v1",
+		SubjectPrefix: id + ".updates",
 		DLQStream:     "MD_DLQ_" + up,
-		DLQPrefix:     id + ".md.dlq.v1",
-		NoticeSubject: id + ".md.changes.v1",
-		Consumer:      "ingest",
+		DLQPrefix:     id + ".rejects",
+		NoticeSubject: id + ".changes",
+		Consumer:      "worker",
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

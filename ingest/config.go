@@ -1,0 +1,117 @@
+package ingest
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/marketdata/marketdata/internal/notice"
+)
+
+// Default names of contract §4 and of ingest's own streams. They are the one
+// home of these names: `marketdata ingest`'s and `feed`'s flags default to
+// them (through DefaultConfig), and tests build their own names from them.
+const (
+	// DefaultStream is the JetStream stream of matcher updates.
+	DefaultStream = "MARKETDATA"
+	// DefaultSubjectPrefix prefixes update subjects: <prefix>.<kind>.<id>.
+	DefaultSubjectPrefix = "md.v1"
+	// DefaultDLQStream keeps rejected messages.
+	DefaultDLQStream = "MARKETDATA_DLQ"
+	// DefaultDLQPrefix prefixes reject subjects: <prefix>.<kind>.
+	DefaultDLQPrefix = "md.dlq.v1"
+	// DefaultConsumer is the durable pull consumer all workers share.
+	DefaultConsumer = "ingest"
+)
+
+// Config names the streams and subjects and sizes the work. Every field must
+// be set: New refuses a value it cannot use, naming the field. Start from
+// DefaultConfig.
+type Config struct {
+	// Stream is the JetStream stream of matcher updates.
+	Stream string
+	// SubjectPrefix is the prefix of update subjects.
+	SubjectPrefix string
+	// DLQStream keeps rejected messages.
+	DLQStream string
+	// DLQPrefix is the prefix of reject subjects.
+	DLQPrefix string
+	// NoticeSubject receives a change notice after each batch.
+	NoticeSubject string
+	// Consumer is the durable pull consumer all workers share.
+	Consumer string
+	// Replicas of the streams (3 on a NATS cluster).
+	Replicas int
+	// MaxAge of stream messages.
+	MaxAge time.Duration
+	// BatchSize caps messages per batch.
+	BatchSize int
+	// Linger is how long a batch may wait for more messages after its first
+	// one. It must be positive: the client cannot hand over what it has
+	// buffered without waiting, so a batch that waited no time at all would
+	// always hold one message.
+	Linger time.Duration
+	// Appliers is how many batches one process writes at once.
+	Appliers int
+	// AckWait is how long a delivered message may stay unacknowledged.
+	AckWait time.Duration
+	// MaxDeliveries: a message delivered this often is rejected with reason
+	// max_deliveries instead of being tried again.
+	MaxDeliveries int
+	// SweepEvery is how often resolved markets aging out of retention are
+	// refreshed.
+	SweepEvery time.Duration
+}
+
+// DefaultConfig is the production configuration: the contract's names and
+// the default sizes. It is the one home of these values; the flags of
+// `marketdata ingest` and `feed` take their defaults from it.
+func DefaultConfig() Config {
+	return Config{
+		Stream:        DefaultStream,
+		SubjectPrefix: DefaultSubjectPrefix,
+		DLQStream:     DefaultDLQStream,
+		DLQPrefix:     DefaultDLQPrefix,
+		NoticeSubject: notice.ChangeSubject,
+		Consumer:      DefaultConsumer,
+		Replicas:      1,
+		MaxAge:        7 * 24 * time.Hour,
+		BatchSize:     1000,
+		Linger:        10 * time.Millisecond,
+		Appliers:      4,
+		AckWait:       30 * time.Second,
+		MaxDeliveries: 10,
+		SweepEvery:    time.Minute,
+	}
+}
+
+// check refuses a configuration the worker cannot run with, naming the
+// field. The ranges operators may choose within are cmd/marketdata's to
+// check, with the flags' names; this only keeps a zero value from being
+// taken for a default.
+func (c Config) check() error {
+	for _, f := range []struct{ name, v string }{
+		{"Stream", c.Stream}, {"SubjectPrefix", c.SubjectPrefix}, {"DLQStream", c.DLQStream},
+		{"DLQPrefix", c.DLQPrefix}, {"NoticeSubject", c.NoticeSubject}, {"Consumer", c.Consumer},
+	} {
+		if f.v == "" {
+			return fmt.Errorf("ingest: Config.%s is empty", f.name)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Replicas", c.Replicas}, {"BatchSize", c.BatchSize}, {"Appliers", c.Appliers}, {"MaxDeliveries", c.MaxDeliveries}} {
+		if f.v < 1 {
+			return fmt.Errorf("ingest: Config.%s is %d, want at least 1", f.name, f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"MaxAge", c.MaxAge}, {"Linger", c.Linger}, {"AckWait", c.AckWait}, {"SweepEvery", c.SweepEvery}} {
+		if f.v <= 0 {
+			return fmt.Errorf("ingest: Config.%s is %s, want a positive duration", f.name, f.v)
+		}
+	}
+	return nil
+}
