@@ -231,13 +231,6 @@ func validID(v string) bool {
 	return true
 }
 
-func required[T any](name string, p *T) error {
-	if p == nil {
-		return invalid(ReasonMissingField, "%s", name)
-	}
-	return nil
-}
-
 func checkID(name string, v string) error {
 	if !validID(v) {
 		return invalid(ReasonInvalidID, "%s %q does not match [A-Za-z0-9_-]{1,64}", name, truncate(v))
