@@ -85,8 +85,7 @@ type AntiEntropy struct {
 	metrics *AntiEntropyMetrics
 	log     *slog.Logger
 	trigger chan struct{}
-	token   string       // this process's name on the lock
-	started atomic.Int64 // unix nanoseconds at which the current walk began
+	token   string // this process's name on the lock
 }
 
 // AntiEntropyDeps are the pass's collaborators; NC may be nil (no notices).

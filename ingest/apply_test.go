@@ -47,7 +47,7 @@ func TestApplyEachKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Unsubscribe()
+	defer sub.Unsubscribe() //nolint:errcheck // the test's connection closes when it ends, and the subscription with it
 	e.startWorker(t)
 	ctx := context.Background()
 

@@ -91,8 +91,8 @@ func (c *natsCluster) start(i int) {
 
 func (c *natsCluster) kill(i int) {
 	if cmd := c.cmds[i]; cmd != nil {
-		cmd.Process.Kill() //nolint:errcheck // may have exited
-		cmd.Wait()         //nolint:errcheck // killed
+		cmd.Process.Kill() //nolint:errcheck // it may have exited already
+		cmd.Wait()         //nolint:errcheck // killed on purpose: Wait reports the kill
 		c.cmds[i] = nil
 	}
 }

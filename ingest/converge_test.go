@@ -223,8 +223,8 @@ func (e *env) startProcess(t *testing.T, name string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck
-		cmd.Wait()                          //nolint:errcheck
+		cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited already (killed by the test)
+		cmd.Wait()                          //nolint:errcheck // how it exited is not under test; its log is shown on failure
 		if t.Failed() {
 			b, _ := os.ReadFile(log.Name())
 			t.Logf("%s log:\n%.3000s", name, b)
@@ -252,7 +252,7 @@ func TestSIGKILLMidStream(t *testing.T) {
 	if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	victim.Wait() //nolint:errcheck
+	victim.Wait() //nolint:errcheck // killed on purpose: Wait reports the SIGKILL
 	time.Sleep(300 * time.Millisecond)
 	e.startProcess(t, "restarted")
 	<-done

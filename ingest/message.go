@@ -213,13 +213,6 @@ func unmarshal(data []byte, v any) error {
 	return nil
 }
 
-func required[T any](name string, p *T) error {
-	if p == nil {
-		return invalid(ReasonMissingField, "%s", name)
-	}
-	return nil
-}
-
 func checkID(name string, v string) error {
 	if !store.ValidID(v) {
 		return invalid(ReasonInvalidID, "%s %q does not match %s", name, truncate(v), store.IDPattern)

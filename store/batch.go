@@ -131,7 +131,7 @@ func (s *Store) applyOnce(ctx context.Context, b *Batch) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: begin: %w", err)
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after commit
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit; on failure the error returned says what went wrong
 
 	marketIDs := make([]string, len(b.Markets))
 	for i, m := range b.Markets {

@@ -202,11 +202,7 @@ func TestApplyBatchConcurrent(t *testing.T) {
 
 	// A cache keeping the highest revision of each document ends up with the
 	// store's final state.
-	snap, err := s.Snapshot(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Close(t.Context())
+	snap := openSnapshot(t, s)
 	if err := snap.EventDocs(t.Context(), 3, func(d store.EventDoc) error {
 		if got, want := show(o.events[d.ID]), show(d); got != want {
 			t.Errorf("event document %s, last answered:\n got %s\nwant %s", d.ID, got, want)
@@ -242,7 +238,7 @@ func TestApplyBatchMarketMovedWhileWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer blocker.Rollback(t.Context()) //nolint:errcheck
+	defer blocker.Rollback(t.Context()) //nolint:errcheck // only for a test that stops early (a no-op after the Commit below)
 	if _, err := blocker.Exec(t.Context(), `SELECT 1 FROM doc_revs WHERE doc = 'e:a' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,22 @@ func missingDatabase(t *testing.T) string {
 	return u.String()
 }
 
+// openSnapshot opens a snapshot of s and closes it when the test ends; failing to open
+// or to close it fails the test.
+func openSnapshot(t *testing.T, s *store.Store) *store.Snapshot {
+	t.Helper()
+	snap, err := s.Snapshot(t.Context())
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := snap.Close(context.Background()); err != nil {
+			t.Errorf("close snapshot: %v", err)
+		}
+	})
+	return snap
+}
+
 func apply(t *testing.T, s *store.Store, b *store.Batch) *store.Result {
 	t.Helper()
 	res, err := s.ApplyBatch(t.Context(), b)

@@ -45,11 +45,7 @@ func TestSnapshotDocs(t *testing.T) {
 	t.Parallel()
 	s, _ := setup(t)
 	lastEvents, lastMarkets := snapshotData(t, s)
-	snap, err := s.Snapshot(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Close(t.Context())
+	snap := openSnapshot(t, s)
 	// Every read through the snapshot sees the state of its first read: later
 	// writes are not seen.
 	if err := snap.MarketDocs(t.Context(), func(store.MarketDoc) error { return nil }); err != nil {
@@ -142,11 +138,7 @@ func TestSnapshotTrades(t *testing.T) {
 		return out
 	}
 
-	snap, err := s.Snapshot(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Close(t.Context())
+	snap := openSnapshot(t, s)
 	for _, tc := range []struct {
 		limit int
 		want  map[string][]store.Trade

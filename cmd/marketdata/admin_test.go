@@ -39,7 +39,11 @@ func TestAdminEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { admin.Close(context.Background()) })
+	t.Cleanup(func() {
+		if err := admin.Close(context.Background()); err != nil {
+			t.Errorf("admin.Close: %v", err)
+		}
+	})
 	get := func(path string) (int, string) {
 		t.Helper()
 		resp, err := http.Get("http://" + admin.Addr() + path)

@@ -89,7 +89,9 @@ func readRoutes(t *testing.T, api, secret string) []string {
 				ID string `json:"universal_id"`
 			} `json:"markets"`
 		}
-		json.Unmarshal([]byte(body), &ev) //nolint:errcheck // checked by the length below
+		if err := json.Unmarshal([]byte(body), &ev); err != nil {
+			t.Fatalf("%s: %v in %s", path, err, body)
+		}
 		for _, m := range ev.Markets {
 			markets = append(markets, m.ID)
 		}

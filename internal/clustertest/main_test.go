@@ -140,7 +140,7 @@ func run(m *testing.M) int {
 		setupErr = err
 		return m.Run()
 	}
-	defer lock.Close()
+	defer lock.Close() //nolint:errcheck // closing releases the flock; what record wrote is already written
 	s, err := setUp(lock)
 	the, setupErr = s, err
 	if err != nil {
@@ -194,7 +194,7 @@ func lockMachine() (*os.File, error) {
 		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
+		f.Close() //nolint:errcheck // nothing was written; the Flock error is the one to report
 		return nil, fmt.Errorf("lock %s: %w", lockPath, err)
 	}
 	b, _ := io.ReadAll(f)
@@ -213,8 +213,15 @@ func lockMachine() (*os.File, error) {
 // record writes the data directory of the topology that is up into the lock
 // file ("" once it is down).
 func record(lock *os.File, dir string) {
-	lock.Truncate(0)             //nolint:errcheck // best effort: only a crashed run reads it
-	lock.WriteAt([]byte(dir), 0) //nolint:errcheck
+	err := lock.Truncate(0)
+	if err == nil {
+		_, err = lock.WriteAt([]byte(dir), 0)
+	}
+	if err != nil {
+		// Only a later run reads the record, to take down what a crashed run left:
+		// this run goes on, and says why a later one may find a topology in the way.
+		fmt.Fprintf(os.Stderr, "cluster suite: record %q in %s: %v\n", dir, lockPath, err)
+	}
 }
 
 func setUp(lock *os.File) (*suite, error) {
@@ -239,8 +246,8 @@ func setUp(lock *os.File) (*suite, error) {
 	go func() { built <- goBuild(root, s.bin) }()
 
 	if out, err := s.cluster(context.Background(), "up"); err != nil {
-		<-built
-		return s, fmt.Errorf("cluster.sh up: %w\n%s", err, out)
+		// The build must end before the setup returns; its error, if any, is told too.
+		return s, errors.Join(fmt.Errorf("cluster.sh up: %w\n%s", err, out), <-built)
 	}
 	topology := time.Since(started)
 	if err := <-built; err != nil {
@@ -284,6 +291,19 @@ func (s *suite) cluster(ctx context.Context, args ...string) (string, error) {
 	cmd.Env = append(os.Environ(), "CLUSTER_DIR="+s.dir, "PG_BIN="+pgBin())
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// restoreAtEnd runs cluster.sh args (a start-...) when the test ends, so that
+// the next test finds the topology whole even when this one stopped halfway;
+// a start of what runs already does nothing. A start that fails fails the test:
+// the next tests would fail without saying why.
+func (s *suite) restoreAtEnd(t *testing.T, args ...string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if out, err := s.cluster(context.Background(), args...); err != nil {
+			t.Errorf("restore the topology: cluster.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	})
 }
 
 // clusterT runs cluster.sh and fails the test when it fails.

@@ -58,9 +58,7 @@ func TestNATSStreamLeaderKilled(t *testing.T) {
 
 	killed := time.Now()
 	s.clusterT(t, "kill-nats", leader)
-	t.Cleanup(func() {
-		s.cluster(context.Background(), "start-nats", leader) //nolint:errcheck
-	})
+	s.restoreAtEnd(t, "start-nats", leader)
 
 	var newLeader string
 	for deadline := time.Now().Add(60 * time.Second); ; {

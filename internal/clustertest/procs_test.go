@@ -68,12 +68,12 @@ func (s *suite) startChild(ctx context.Context, name string, args, extra []strin
 	c.cmd.Env = env
 	c.cmd.Stdout, c.cmd.Stderr = f, f
 	if err := c.cmd.Start(); err != nil {
-		f.Close()
+		f.Close() //nolint:errcheck // nothing was written; the Start error is the one to report
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	go func() {
 		c.err = c.cmd.Wait()
-		f.Close()
+		f.Close() //nolint:errcheck // the child wrote the log through its own descriptor, not this one
 		close(c.done)
 	}()
 	if err := c.waitReady(ctx, 60*time.Second); err != nil {

@@ -51,10 +51,7 @@ func TestRedisMasterKilledUnderLoad(t *testing.T) {
 
 	killed := time.Now()
 	s.clusterT(t, "kill-redis", strconv.Itoa(master.port))
-	t.Cleanup(func() {
-		// Leave the topology whole for the next test even when this one fails.
-		s.cluster(context.Background(), "start-redis", strconv.Itoa(master.port)) //nolint:errcheck
-	})
+	s.restoreAtEnd(t, "start-redis", strconv.Itoa(master.port))
 
 	// Promotion: the replica appears as a master in CLUSTER NODES.
 	var promoted time.Time

@@ -22,9 +22,7 @@ func TestReplicaStopped(t *testing.T) {
 	probes := s.agree(t, s.apis, paths)
 
 	s.clusterT(t, "stop-pg-replica")
-	t.Cleanup(func() {
-		s.cluster(context.Background(), "start-pg-replica") //nolint:errcheck
-	})
+	s.restoreAtEnd(t, "start-pg-replica")
 
 	// Every node notices and reports the replica degraded, never unready.
 	for _, n := range s.apis {

@@ -27,7 +27,6 @@ type Limiter struct {
 	last       time.Time
 	written    bool
 	suppressed int
-	total      uint64
 }
 
 // Allow records one occurrence and reports whether to write it, and if so
@@ -44,7 +43,6 @@ func (l *Limiter) Allow() (ok bool, suppressed int) {
 	t := now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.total++
 	if l.written && t.Sub(l.last) < every {
 		l.suppressed++
 		return false, 0
@@ -52,13 +50,6 @@ func (l *Limiter) Allow() (ok bool, suppressed int) {
 	suppressed, l.suppressed = l.suppressed, 0
 	l.last, l.written = t, true
 	return true, suppressed
-}
-
-// Total is how many occurrences Allow has recorded, written or not.
-func (l *Limiter) Total() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.total
 }
 
 // Log writes msg at level through log when Allow lets this occurrence

@@ -1,0 +1,104 @@
+package api
+
+import (
+	"strings"
+)
+
+// Search answers up to limit raw summaries in contract order: titles
+// starting with q first, then titles containing it elsewhere; within each
+// group by volume desc, then id asc (bytewise). An empty q ranks every event
+// by volume. q is literal text: '%', '_', '*', '.' and the like match
+// themselves. The slices returned are shared: callers must not modify them.
+//
+// Matching is case-insensitive by lowering both title and q with
+// strings.ToLower, which applies Unicode's simple one-to-one case mapping:
+// "ÉLEC" finds "Élection"; but there is no full case folding, so "STRASSE"
+// does not find "Straße", and a final sigma "ς" is not "σ". Both sides go
+// through the same mapping, so what matches is consistent whatever the
+// script. A q holding NUL matches nothing (no title holds one).
+func (x *searchIndex) Search(q string, limit int) [][]byte {
+	return x.searchIn(x.snap.Load(), q, limit)
+}
+
+// searchIn is Search on one snapshot.
+func (x *searchIndex) searchIn(s *searchSnapshot, q string, limit int) [][]byte {
+	lq := strings.ToLower(q)
+	if limit <= 0 || strings.IndexByte(lq, searchSep) >= 0 {
+		return [][]byte{}
+	}
+	out := make([][]byte, 0, min(limit, s.n))
+	if q == "" {
+		for _, b := range s.blocks {
+			for i := range b.entries[:min(len(b.entries), limit-len(out))] {
+				out = append(out, b.entries[i].raw)
+			}
+			if len(out) == limit {
+				break
+			}
+		}
+		return out
+	}
+	return s.search(out, lq, limit)
+}
+
+func (s *searchSnapshot) search(prefix [][]byte, lq string, limit int) [][]byte {
+	var inside [][]byte
+	grams := make([]uint32, 0, 16)
+	for j := 1; j < len(lq) && len(grams) < cap(grams); j++ {
+		grams = append(grams, gram(lq[j-1], lq[j]))
+	}
+	bi, i := 0, 0
+	// Both groups: lq holds no separator, so each match lies in one title,
+	// at its start (prefix group) or inside it; the next match that matters
+	// is in a later title.
+both:
+	for ; bi < len(s.blocks); bi, i = bi+1, 0 {
+		b := s.blocks[bi]
+		if !b.mayHold(grams) {
+			continue
+		}
+		for i < len(b.entries) {
+			off := b.starts[i] + 1
+			j := strings.Index(b.text[off:], lq)
+			if j < 0 {
+				break
+			}
+			o := off + j
+			i = b.titleAt(i, o)
+			if o == b.starts[i]+1 {
+				prefix = append(prefix, b.entries[i].raw)
+				if len(prefix) == limit {
+					return prefix
+				}
+			} else {
+				inside = append(inside, b.entries[i].raw)
+			}
+			i++
+			if len(inside) == limit {
+				break both
+			}
+		}
+	}
+	// The contains group is full: only titles starting with lq matter now.
+	for ; bi < len(s.blocks); bi, i = bi+1, 0 {
+		b := s.blocks[bi]
+		if !b.mayHold(grams) {
+			continue
+		}
+		for i < len(b.entries) {
+			j := strings.IndexByte(b.firsts[i:], lq[0])
+			if j < 0 {
+				break
+			}
+			i += j
+			if strings.HasPrefix(b.title(i), lq) {
+				prefix = append(prefix, b.entries[i].raw)
+				if len(prefix) == limit {
+					return prefix
+				}
+			}
+			i++
+		}
+	}
+	return append(prefix, inside[:min(len(inside), limit-len(prefix))]...)
+}
