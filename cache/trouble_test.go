@@ -69,7 +69,11 @@ func TestClusterTrouble(t *testing.T) {
 // cluster's view nor configured are closed and dropped.
 func TestClusterPrunesProbes(t *testing.T) {
 	c := newCluster(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
-	defer c.Close()
+	defer func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}()
 	for _, a := range []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"} {
 		c.probe(a)
 	}

@@ -98,7 +98,7 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	}
 
 	id := make([]byte, 6)
-	rand.Read(id) //nolint:errcheck // never fails
+	rand.Read(id) // crypto/rand.Read never fails
 	presence, err := api.NewPresence(nc, notice.PresenceSubject, hex.EncodeToString(id), api.PresenceInterval)
 	if err != nil {
 		return err
@@ -163,7 +163,7 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
 	err = srv.Shutdown(sctx)
-	admin.Close(sctx) //nolint:errcheck
+	admin.Close(sctx) //nolint:errcheck // stopping: a slow probe cut off is not an error of the node
 	log.Info("api stopped")
 	if runErr != nil {
 		return runErr

@@ -280,7 +280,7 @@ func secret(name, v string, mode secretsMode) ([]byte, error) {
 	if v == "" {
 		if mode == secretsRandom {
 			b := make([]byte, 32)
-			rand.Read(b) //nolint:errcheck // crypto/rand.Read never fails
+			rand.Read(b) // crypto/rand.Read never fails
 			return b, nil
 		}
 		return nil, &configError{name, "required (at least 32 characters; the same on every API node)"}

@@ -49,13 +49,14 @@ func (c *cli) devCmd() *cobra.Command {
 				if ingestAdmin == "" || apiAddr == "" {
 					return
 				}
-				fmt.Fprintf(c.stdout, "\nmarketdata dev is running (Ctrl-C stops it)\n"+
-					"  API:             http://%s  (admin http://%s)\n"+
-					"  demo key:        %s\n"+
-					"  try:             curl -s -H 'Authorization: Bearer %s' http://%s/public/v1/key\n"+
-					"  API metrics:     curl -s http://%s/metrics | grep -E 'marketdata_(http|ratelimit)'\n"+
-					"  ingest metrics:  curl -s http://%s/metrics | grep marketdata_ingest\n"+
-					"  synthetic feed:  %d events, %.0f messages/s\n\n",
+				_, _ = fmt.Fprintf(c.stdout, // a closed terminal has no banner to show
+					"\nmarketdata dev is running (Ctrl-C stops it)\n"+
+						"  API:             http://%s  (admin http://%s)\n"+
+						"  demo key:        %s\n"+
+						"  try:             curl -s -H 'Authorization: Bearer %s' http://%s/public/v1/key\n"+
+						"  API metrics:     curl -s http://%s/metrics | grep -E 'marketdata_(http|ratelimit)'\n"+
+						"  ingest metrics:  curl -s http://%s/metrics | grep marketdata_ingest\n"+
+						"  synthetic feed:  %d events, %.0f messages/s\n\n",
 					apiAddr, apiAdmin, secret, secret, apiAddr, apiAdmin, ingestAdmin, o.events, o.rate)
 			}
 			ic := ingest.DefaultConfig()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -112,7 +113,7 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		admin.Close(sctx) //nolint:errcheck
+		admin.Close(sctx) //nolint:errcheck // stopping: a slow probe cut off is not an error of the worker
 	}()
 	if ready != nil {
 		ready(admin.Addr())
@@ -133,7 +134,9 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 	case err = <-ran:
 	case err = <-fatal:
 		cancel()
-		<-ran
+		if rerr := <-ran; rerr != nil && !errors.Is(rerr, context.Canceled) {
+			log.Warn("ingest worker stopped with an error after a fatal one", "err", rerr)
+		}
 	}
 	log.Info("ingest stopped")
 	return err

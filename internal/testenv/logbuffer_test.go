@@ -13,7 +13,7 @@ func TestLogBuffer(t *testing.T) {
 	for i := range 8 {
 		wg.Go(func() {
 			for range 100 {
-				fmt.Fprintf(&b, "line %d\n", i)
+				fmt.Fprintf(&b, "line %d\n", i) //nolint:errcheck // LogBuffer.Write never fails
 			}
 		})
 	}

@@ -130,7 +130,7 @@ func (c *child) signal(sig syscall.Signal) {
 	select {
 	case <-c.done:
 	case <-time.After(20 * time.Second):
-		c.cmd.Process.Kill() //nolint:errcheck
+		c.cmd.Process.Kill() //nolint:errcheck // it may have exited meanwhile; done says when it has
 		<-c.done
 	}
 	c.cmd = nil
@@ -251,7 +251,11 @@ func StartPostgres(t testing.TB) *PostgresServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(root) })
+	t.Cleanup(func() {
+		if err := os.RemoveAll(root); err != nil {
+			t.Logf("remove %s: %v", root, err)
+		}
+	})
 	dir := filepath.Join(root, "data")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)

@@ -62,7 +62,7 @@ func Unavailable(t testing.TB, service string, err error) {
 // Name returns a short unique lower-case name with the given prefix.
 func Name(prefix string) string {
 	b := make([]byte, 5)
-	rand.Read(b) //nolint:errcheck // never fails
+	rand.Read(b) // crypto/rand.Read never fails
 	return prefix + hex.EncodeToString(b)
 }
 
@@ -90,7 +90,7 @@ func Database(t testing.TB) string {
 			return
 		}
 		defer conn.Close(ctx)
-		conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") //nolint:errcheck
+		conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") //nolint:errcheck // best effort: a leftover test database is dropped by name next time
 	})
 	cfg, err := pgx.ParseConfig(PostgresURL)
 	if err != nil {
@@ -125,7 +125,7 @@ func Redis(t testing.TB) (*redis.Client, string) {
 		}
 		for len(keys) > 0 {
 			n := min(len(keys), 500)
-			rdb.Unlink(ctx, keys[:n]...) //nolint:errcheck
+			rdb.Unlink(ctx, keys[:n]...) // best effort: leftover test keys harm no other test (own prefix)
 			keys = keys[n:]
 		}
 		rdb.Close()
@@ -164,8 +164,8 @@ func NATS(t testing.TB) (*nats.Conn, Streams) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if js, err := jetstream.New(nc); err == nil {
-			js.DeleteStream(ctx, s.Stream)    //nolint:errcheck
-			js.DeleteStream(ctx, s.DLQStream) //nolint:errcheck
+			js.DeleteStream(ctx, s.Stream)    //nolint:errcheck // best effort: the test may have deleted it
+			js.DeleteStream(ctx, s.DLQStream) //nolint:errcheck // best effort: as above
 		}
 		nc.Close()
 	})
