@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -27,6 +28,31 @@ func serveBare(addr, bodyFile string) error {
 	return app.Listen(addr)
 }
 
+// serveBareBodies is the baseline of many URLs: bodiesFile maps each query
+// string to the body answered for it (404 for any other), one map lookup a
+// request, as the poll benchmark's baseline. The bodies are the API's own
+// 200 answers, so each watchlist gets a body of the same size.
+func serveBareBodies(addr, bodiesFile string) error {
+	raw, err := os.ReadFile(bodiesFile)
+	if err != nil {
+		return err
+	}
+	var bodies map[string][]byte
+	if err := json.Unmarshal(raw, &bodies); err != nil {
+		return fmt.Errorf("bodies %s: %w", bodiesFile, err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/*", func(c *fiber.Ctx) error {
+		body, ok := bodies[string(c.Request().URI().QueryString())]
+		if !ok {
+			return c.SendStatus(fiber.StatusNotFound)
+		}
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Send(body)
+	})
+	return app.Listen(addr)
+}
+
 // Bare is the baseline server running as a child process.
 type Bare struct {
 	Addr string
@@ -37,6 +63,22 @@ type Bare struct {
 
 // StartBare starts the baseline serving body and waits until it answers.
 func StartBare(ctx context.Context, body []byte, dir string) (*Bare, error) {
+	return startBare(ctx, "-bare-body", body, dir)
+}
+
+// StartBareBodies starts the baseline answering each query string of bodies
+// with its body, and waits until it answers.
+func StartBareBodies(ctx context.Context, bodies map[string][]byte, dir string) (*Bare, error) {
+	data, err := json.Marshal(bodies)
+	if err != nil {
+		return nil, err
+	}
+	return startBare(ctx, "-bare-bodies", data, dir)
+}
+
+// startBare writes data to a file of dir and runs this binary with
+// flag FILE and -serve-bare.
+func startBare(ctx context.Context, flag string, data []byte, dir string) (*Bare, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -50,11 +92,11 @@ func StartBare(ctx context.Context, body []byte, dir string) (*Bare, error) {
 		return nil, err
 	}
 	defer f.Close()
-	if _, err := f.Write(body); err != nil {
+	if _, err := f.Write(data); err != nil {
 		os.Remove(f.Name()) //nolint:errcheck
 		return nil, err
 	}
-	cmd := exec.Command(self, "-serve-bare", addr, "-bare-body", f.Name())
+	cmd := exec.Command(self, "-serve-bare", addr, flag, f.Name())
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		os.Remove(f.Name()) //nolint:errcheck

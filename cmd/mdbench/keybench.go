@@ -78,31 +78,89 @@ type APINode struct {
 	Secret string
 }
 
-// StartAPINode migrates a sandbox database, creates an account with access
-// and a key with every scope, and starts `marketdata api` on it; env adds
+// StartAPINode creates an account with access and a key with every scope
+// in the sandbox database dsn, and starts `marketdata api` on it; env adds
 // to (and overrides) its environment.
 func StartAPINode(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath string, env ...string) (*APINode, error) {
+	secrets, err := createBenchKeys(ctx, dsn, 1, 1)
+	if err != nil {
+		return nil, err
+	}
+	n, err := startAPIChild(ctx, o, sb, dsn, logPath, env...)
+	if err != nil {
+		return nil, err
+	}
+	n.Secret = secrets[0]
+	return n, nil
+}
+
+// createBenchKeys creates n accounts with access, each with one key of
+// every scope, workers at a time, and returns the keys' secrets.
+func createBenchKeys(ctx context.Context, dsn string, n, workers int) ([]string, error) {
 	pool, err := store.Connect(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
 	defer pool.Close()
 	st := store.New(pool)
+	secrets := make([]string, n)
+	errs := make(chan error, workers)
+	next := make(chan int)
+	go func() {
+		defer close(next)
+		for i := range n {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for range workers {
+		go func() {
+			var first error
+			for i := range next {
+				if first == nil {
+					secrets[i], first = createBenchKey(ctx, st, fmt.Sprintf("bench-%d", i))
+				}
+			}
+			errs <- first
+		}()
+	}
+	for range workers {
+		if e := <-errs; e != nil && err == nil {
+			err = e
+		}
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return secrets, err
+}
+
+// createBenchKey creates one account with access and a key of every scope.
+func createBenchKey(ctx context.Context, st *store.Store, name string) (string, error) {
 	now := time.Now()
-	a, err := st.CreateAccount(ctx, "bench", now)
+	a, err := st.CreateAccount(ctx, name, now)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if _, err := st.SetAccess(ctx, a.ID, true, now); err != nil {
-		return nil, err
+		return "", err
 	}
 	secret := store.NewSecret()
 	if _, err := st.CreateKey(ctx, store.NewKey{
 		AccountID: a.ID, SecretHash: store.HashSecret([]byte(benchPepper), secret), Last4: secret[len(secret)-4:],
 		Scopes: store.KnownScopes, CreatedAt: now, ExpiresAt: now.Add(24 * time.Hour),
 	}); err != nil {
-		return nil, err
+		return "", err
 	}
+	return secret, nil
+}
+
+// startAPIChild starts `marketdata api` on the sandbox database dsn, with a
+// rate limit no benchmark reaches; its Secret is left empty.
+func startAPIChild(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath string, env ...string) (*APINode, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
@@ -117,7 +175,7 @@ func StartAPINode(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath str
 	if err != nil {
 		return nil, fmt.Errorf("start api: %w", err)
 	}
-	return &APINode{Child: child, Addr: addr, Secret: secret}, nil
+	return &APINode{Child: child, Addr: addr}, nil
 }
 
 // Get fetches path once with the node's key and returns the body.
