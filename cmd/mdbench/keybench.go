@@ -158,14 +158,15 @@ func createBenchKey(ctx context.Context, st *store.Store, name string) (string, 
 	return secret, nil
 }
 
-// startAPIChild starts `marketdata api` on the sandbox database dsn, with a
-// rate limit no benchmark reaches; its Secret is left empty.
+// startAPIChild starts `marketdata api` on the sandbox database dsn,
+// following the sandbox's change notices, with a rate limit no benchmark
+// reaches; its Secret is left empty.
 func startAPIChild(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath string, env ...string) (*APINode, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	child, err := StartChild(ctx, o.Bin, []string{"api"}, append([]string{
+	child, err := StartChild(ctx, o.Bin, []string{"api", "--notice-subject", sb.Ingest.NoticeSubject}, append([]string{
 		"MD_HTTP_ADDR=" + addr, "MD_DATABASE_URL=" + dsn, "MD_REDIS_URL=" + o.RedisURL,
 		"MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
 		"MD_KEY_PEPPER=" + benchPepper, "MD_CURSOR_SECRET=" + strings.Repeat("c", 32),

@@ -14,12 +14,13 @@ import (
 )
 
 // pollPrice is update n of the schedule as the matcher message of contract
-// §4 (md.v1.price.<market_id>): the market's quotes in the loaded world,
-// on the same venues, moved by a few cents that vary with the version, so
-// an answer keeps its size while its content changes.
-func pollPrice(w *readsWorld, sched *updateSchedule, subjectPrefix string, n int) *Outgoing {
+// §4 (md.v1.price.<market_id>): the market's quotes in the loaded world
+// (prices, by market index), on the same venues, moved by a few cents that
+// vary with the version, so an answer keeps its size while its content
+// changes.
+func pollPrice(prices []store.Price, sched *updateSchedule, subjectPrefix string, n int) *Outgoing {
 	m, v := sched.Market[n], sched.Version[n]
-	base := w.Prices[m]
+	base := prices[m]
 	quotes := make(map[string]store.Quote, len(base.Quotes))
 	k := 0
 	for venue, q := range base.Quotes {
@@ -62,9 +63,9 @@ type PollPublish struct {
 
 // publishPolls publishes the schedule's updates at rate until ctx ends and
 // reports what it sent; sched records each publish time.
-func publishPolls(ctx context.Context, pub *Publisher, w *readsWorld, sched *updateSchedule, subjectPrefix string, rate float64) (PollPublish, error) {
+func publishPolls(ctx context.Context, pub *Publisher, prices []store.Price, sched *updateSchedule, subjectPrefix string, rate float64) (PollPublish, error) {
 	first, last, err := pub.PublishPacedFunc(ctx, len(sched.Market), rate, func(n int) *Outgoing {
-		return pollPrice(w, sched, subjectPrefix, n)
+		return pollPrice(prices, sched, subjectPrefix, n)
 	}, sched.Published)
 	r := PollPublish{Planned: len(sched.Market), Sent: pub.sent.Load(), Target: rate}
 	if el := last.Sub(first); el > 0 {

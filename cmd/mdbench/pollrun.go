@@ -91,8 +91,7 @@ func pollRun(ctx context.Context, pollers []*Poller, spec pollSpec) (PollRun, er
 		queues[k] = make(chan *Poller, len(pollers))
 	}
 	for _, p := range pollers {
-		p.next %= nn
-		queues[p.next] <- p
+		queues[p.next%nn] <- p
 	}
 	start := time.Now()
 	from := start.Add(spec.Warmup)
@@ -206,8 +205,13 @@ func pollConn(spec pollSpec, node int, queues []chan *Poller, stop <-chan struct
 				t.fail(at, fmt.Sprintf("%s: status %d: %.200s", spec.Nodes[node].Name, status, resp.Body()))
 			}
 		}
-		p.next = (node + 1) % nn
-		queues[p.next] <- p
+		// One node (the baseline) leaves the alternation of the API
+		// nodes as it was.
+		next := (node + 1) % nn
+		if nn > 1 {
+			p.next = next
+		}
+		queues[next] <- p
 	}
 }
 
