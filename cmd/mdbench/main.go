@@ -64,7 +64,7 @@ var benches = []Bench{
 		Timeout: 3 * time.Minute, Run: runIngestBench},
 	{Name: "key", Help: "GET /public/v1/key through the full middleware vs a bare Fiber handler (64 connections)",
 		Timeout: 2 * time.Minute, Run: runKeyBench},
-	{Name: "reads", Help: "snapshot, event read, /events page, search at 50,000 events through the full middleware vs bare Fiber (64 connections)",
+	{Name: "reads", Help: "static reads: snapshot, event read, /events page, search at 50,000 events, one fixed URL each on an unchanging world, through the full middleware vs bare Fiber (64 connections)",
 		Timeout: 8 * time.Minute, Run: runReadsBench},
 	{Name: "idle", Help: "snapshot with and without 10,000 idle keep-alive connections open, the node at MD_MAX_CONNS; its RSS with them",
 		Timeout: 5 * time.Minute, Run: runIdleBench},
