@@ -146,9 +146,13 @@ func runPollBench(ctx context.Context, o *Options, log *slog.Logger) (any, error
 		}
 	}()
 	nodes, err := startPollNodes(ctx, o, sb, dsn, res.ChildLogs)
-	for _, n := range nodes {
-		defer n.Stop(10 * time.Second) //nolint:errcheck // the log says why
-	}
+	defer func() {
+		for _, n := range nodes {
+			if err := n.Stop(10 * time.Second); err != nil {
+				log.Warn("poll: api stop", "pid", n.Pid(), "err", err)
+			}
+		}
+	}()
 	if err != nil {
 		return nil, err
 	}
