@@ -134,9 +134,10 @@ type StalenessStats struct {
 	// waited more than the grace) above every seen one: exact while they
 	// fall below the grace. Beyond says a figure fell among them (the
 	// value is then the grace).
-	P50MS  float64 `json:"p50_ms"`
-	P99MS  float64 `json:"p99_ms"`
-	Beyond bool    `json:"p99_beyond_grace"`
+	P50MS     float64 `json:"p50_ms"`
+	P99MS     float64 `json:"p99_ms"`
+	P50Beyond bool    `json:"p50_beyond_grace"`
+	Beyond    bool    `json:"p99_beyond_grace"`
 	// SeenP50MS, SeenP99MS and MaxMS are over the seen pairs alone.
 	SeenP50MS float64 `json:"seen_p50_ms"`
 	SeenP99MS float64 `json:"seen_p99_ms"`
@@ -168,9 +169,9 @@ func (a *pollAccount) result(unseen int64, grace time.Duration) (StalenessStats,
 	st.P99MS, ok99 = h.quantileMS(0.99, beyond)
 	if !ok99 {
 		st.Beyond, st.P99MS = true, ms(grace)
-		if !ok50 {
-			st.P50MS = ms(grace)
-		}
+	}
+	if !ok50 {
+		st.P50Beyond, st.P50MS = true, ms(grace)
 	}
 	st.SeenP50MS, _ = h.quantileMS(0.50, 0)
 	st.SeenP99MS, _ = h.quantileMS(0.99, 0)

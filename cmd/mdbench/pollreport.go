@@ -34,6 +34,15 @@ type PollRound struct {
 	CPUAPI           CPUUsage       `json:"cpu_api_run"`
 	// MaxRSSMB is each node's highest VmRSS sampled during the API run.
 	MaxRSSMB map[string]float64 `json:"api_max_rss_mb"`
+	// PublishRate and IngestApplied are the updates published and the
+	// prices ingest applied per second during the API run (applied is
+	// lower when a batch holds several versions of a market: only the
+	// newest is written); IngestBacklog is what ingest had not yet
+	// acknowledged at its end: at 5,000/s, 5,000 is a second behind.
+	PublishRate     float64     `json:"publish_rate_per_s"`
+	IngestApplied   float64     `json:"ingest_applied_per_s"`
+	IngestBacklog   uint64      `json:"ingest_backlog_at_end"`
+	IngestFreshness HistSummary `json:"ingest_freshness_metric"`
 }
 
 // PollSummary is the medians of the rounds (sums for the counts).
@@ -47,6 +56,7 @@ type PollSummary struct {
 	StaleP50MS  float64 `json:"staleness_p50_ms_median"`
 	StaleP99MS  float64 `json:"staleness_p99_ms_median"`
 	StaleBeyond bool    `json:"staleness_p99_beyond_grace"`
+	Stale50Out  bool    `json:"staleness_p50_beyond_grace"`
 	Pairs       int64   `json:"staleness_pairs"`
 	NotSeen     int64   `json:"staleness_pairs_not_seen_in_run"`
 	Errors      int64   `json:"api_errors"`
@@ -61,15 +71,18 @@ type PollSummary struct {
 
 // PollResult is bench-results/poll.json.
 type PollResult struct {
-	Bench   string       `json:"bench"`
-	Machine Machine      `json:"machine"`
-	Params  PollParams   `json:"params"`
-	Load    ReadsLoad    `json:"load"`
-	Inputs  PollInputs   `json:"inputs"`
-	Rounds  []PollRound  `json:"rounds"`
-	Summary PollSummary  `json:"summary"`
-	Publish PollPublish  `json:"publish"`
-	Ingest  IngestSide   `json:"ingest"`
+	Bench   string      `json:"bench"`
+	Machine Machine     `json:"machine"`
+	Params  PollParams  `json:"params"`
+	Load    ReadsLoad   `json:"load"`
+	Inputs  PollInputs  `json:"inputs"`
+	Rounds  []PollRound `json:"rounds"`
+	Summary PollSummary `json:"summary"`
+	Publish PollPublish `json:"publish"`
+	Ingest  IngestSide  `json:"ingest"`
+	// Backlog is what ingest had not acknowledged once the publisher
+	// stopped: the benchmark does not wait for it.
+	Backlog uint64       `json:"ingest_backlog_at_end"`
 	Shown   []Regression `json:"first_regressions,omitempty"`
 	// Mem is each API node's memory after the rounds; VmHWM is its peak
 	// since it started.
@@ -117,6 +130,7 @@ func (r *PollResult) summarise() {
 		s.BareErrors += rd.Bare.Errors
 		s.Regressions += rd.Regressions
 		s.StaleBeyond = s.StaleBeyond || (rd.Staleness.Beyond && s.StaleP99MS >= rd.Staleness.P99MS)
+		s.Stale50Out = s.Stale50Out || (rd.Staleness.P50Beyond && s.StaleP50MS >= rd.Staleness.P50MS)
 		for n, v := range rd.MaxRSSMB {
 			s.MaxRSSMB[n] = max(s.MaxRSSMB[n], v)
 		}
@@ -159,17 +173,18 @@ func (r *PollResult) Print() {
 	fmt.Printf("%.0f price updates/s through NATS → ingest during every run; rounds of %gs warm-up + %gs measured per side; staleness counts updates published up to %gs before a run ends\n",
 		p.Rate, p.WarmupS, p.RunS, p.GraceS)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "round\tapi polls/s\tbare polls/s\tratio\tapi p50/p99 ms\t304s\tapi errors\tstaleness p50/p99 ms\tpairs\tnot seen\tregressions\tcores api-a/api-b/ingest/gen\trss a/b MB")
+	fmt.Fprintln(tw, "round\tapi polls/s\tbare polls/s\tratio\tapi p50/p99 ms\t304s\tapi errors\tstaleness p50/p99 ms\tpairs\tnot seen\tregressions\tpublished/applied/backlog\tcores api-a/api-b/ingest/gen\trss a/b MB")
 	for i, rd := range r.Rounds {
 		st := rd.Staleness
 		c := rd.CPUAPI.Cores
-		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f\t%.2f / %.2f\t%.1f%%\t%d\t%.1f / %s\t%d\t%d\t%d\t%.2f/%.2f/%.2f/%.2f\t%.0f/%.0f\n",
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f\t%.2f / %.2f\t%.1f%%\t%d\t%s / %s\t%d\t%d\t%d\t%.0f/%.0f/%d\t%.2f/%.2f/%.2f/%.2f\t%.0f/%.0f\n",
 			i+1, rd.API.RPS, rd.Bare.RPS, rd.Ratio, rd.API.P50MS, rd.API.P99MS, 100*rd.API.Frac304, rd.API.Errors,
-			st.P50MS, staleFmt(st.P99MS, st.Beyond), st.Pairs, st.Late+st.Unseen, rd.Regressions,
+			staleFmt(st.P50MS, st.P50Beyond), staleFmt(st.P99MS, st.Beyond), st.Pairs, st.Late+st.Unseen, rd.Regressions,
+			rd.PublishRate, rd.IngestApplied, rd.IngestBacklog,
 			c[pollNames[0]], c[pollNames[1]], c["ingest"], c["mdbench"], rd.MaxRSSMB[pollNames[0]], rd.MaxRSSMB[pollNames[1]])
 	}
-	fmt.Fprintf(tw, "median\t%.0f\t%.0f\t%.2f\t%.2f / %.2f\t%.1f%%\t%d (sum)\t%.1f / %s\t%d (sum)\t%d (sum)\t%d (sum)\tgen %.2f\t%.0f/%.0f (max)\n",
-		s.APIRPS, s.BareRPS, s.Ratio, s.APIP50MS, s.APIP99MS, 100*s.Frac304, s.Errors, s.StaleP50MS, staleFmt(s.StaleP99MS, s.StaleBeyond),
+	fmt.Fprintf(tw, "median\t%.0f\t%.0f\t%.2f\t%.2f / %.2f\t%.1f%%\t%d (sum)\t%s / %s\t%d (sum)\t%d (sum)\t%d (sum)\t\tgen %.2f\t%.0f/%.0f (max)\n",
+		s.APIRPS, s.BareRPS, s.Ratio, s.APIP50MS, s.APIP99MS, 100*s.Frac304, s.Errors, staleFmt(s.StaleP50MS, s.Stale50Out), staleFmt(s.StaleP99MS, s.StaleBeyond),
 		s.Pairs, s.NotSeen, s.Regressions, s.GeneratorCores, s.MaxRSSMB[pollNames[0]], s.MaxRSSMB[pollNames[1]])
 	tw.Flush()
 	for i, rd := range r.Rounds {
@@ -179,8 +194,8 @@ func (r *PollResult) Print() {
 	}
 	fmt.Printf("cpu during the API runs (mean of rounds): %s\n", meanUsage(apiCPU(r.Rounds)))
 	pb, ig := r.Publish, r.Ingest
-	fmt.Printf("publisher: %d updates in %.1f s (%.0f/s, target %.0f/s); ingest: %.0f applied, %.0f ignored, %.0f failures, its freshness metric p50 %.1f / p99 %.1f ms\n",
-		pb.Sent, pb.Seconds, pb.Rate, pb.Target, ig.Applied, ig.Ignored, ig.Failures, ig.Freshness.P50MS, ig.Freshness.P99MS)
+	fmt.Printf("publisher: %d updates in %.1f s (%.0f/s, target %.0f/s); ingest: %.0f applied, %.0f ignored, %.0f failures, its freshness metric p50 %.1f / p99 %.1f ms, %d messages not yet acknowledged at the end\n",
+		pb.Sent, pb.Seconds, pb.Rate, pb.Target, ig.Applied, ig.Ignored, ig.Failures, ig.Freshness.P50MS, ig.Freshness.P99MS, r.Backlog)
 	fmt.Printf("load: %d events, %d markets in %.1f s (%s)\n", r.Load.Events, r.Load.Markets, r.Load.Seconds, r.Load.Path)
 	for _, n := range slices.Sorted(maps.Keys(r.Mem)) {
 		fmt.Printf("%s memory: VmRSS %.0f MB at the end, %.0f MB highest sampled in the runs, VmHWM %.0f MB\n",
