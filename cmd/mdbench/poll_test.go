@@ -198,3 +198,27 @@ func TestPollCountsUnseenPairs(t *testing.T) {
 		t.Errorf("304 fraction %.2f: a node that never changes should answer mostly 304", r.run.Frac304)
 	}
 }
+
+// A round whose staleness p99 is past the grace (its value is the grace)
+// ranks above every measured one in the median, not at the grace.
+func TestPollSummaryRanksBeyondGraceLast(t *testing.T) {
+	r := &PollResult{Params: PollParams{GraceS: 1}}
+	for _, st := range []StalenessStats{
+		{P50MS: 495, P99MS: 1130}, {P50MS: 639, P99MS: 1310}, {P50MS: 598, P99MS: 1000, Beyond: true},
+		{P50MS: 679, P99MS: 1523}, {P50MS: 745, P99MS: 2031},
+	} {
+		r.Rounds = append(r.Rounds, PollRound{Staleness: st, Ratio: 1})
+	}
+	r.summarise()
+	if s := r.Summary; s.StaleP99MS != 1523 || s.StaleBeyond || s.StaleP50MS != 639 {
+		t.Fatalf("median staleness p50 %v, p99 %v (beyond %v); want 639, 1523, false", s.StaleP50MS, s.StaleP99MS, s.StaleBeyond)
+	}
+	for i := range 3 {
+		r.Rounds[i].Staleness = StalenessStats{P50MS: 1000, P99MS: 1000, Beyond: true, P50Beyond: true}
+	}
+	r.summarise()
+	if s := r.Summary; s.StaleP99MS != 1000 || !s.StaleBeyond || !s.Stale50Out || r.Goals[2].Met {
+		t.Fatalf("three rounds past the grace: p99 %v beyond %v, p50 beyond %v, goal met %v; want 1000, true, true, false",
+			s.StaleP99MS, s.StaleBeyond, s.Stale50Out, r.Goals[2].Met)
+	}
+}

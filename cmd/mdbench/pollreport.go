@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -120,8 +121,21 @@ func (r *PollResult) summarise() {
 	s.APIP50MS = of(func(x PollRound) float64 { return x.API.P50MS })
 	s.APIP99MS = of(func(x PollRound) float64 { return x.API.P99MS })
 	s.Frac304 = of(func(x PollRound) float64 { return x.API.Frac304 })
-	s.StaleP50MS = of(func(x PollRound) float64 { return x.Staleness.P50MS })
-	s.StaleP99MS = of(func(x PollRound) float64 { return x.Staleness.P99MS })
+	// A round whose percentile is past the grace ranks above every other.
+	out := func(v float64, beyond bool) float64 {
+		if beyond {
+			return math.Inf(1)
+		}
+		return v
+	}
+	s.StaleP50MS = of(func(x PollRound) float64 { return out(x.Staleness.P50MS, x.Staleness.P50Beyond) })
+	s.StaleP99MS = of(func(x PollRound) float64 { return out(x.Staleness.P99MS, x.Staleness.Beyond) })
+	if s.Stale50Out = math.IsInf(s.StaleP50MS, 1); s.Stale50Out {
+		s.StaleP50MS = 1000 * r.Params.GraceS
+	}
+	if s.StaleBeyond = math.IsInf(s.StaleP99MS, 1); s.StaleBeyond {
+		s.StaleP99MS = 1000 * r.Params.GraceS
+	}
 	s.GeneratorCores = of(func(x PollRound) float64 { return x.CPUAPI.Cores["mdbench"] })
 	for i, rd := range r.Rounds {
 		s.Pairs += rd.Staleness.Pairs
@@ -129,8 +143,6 @@ func (r *PollResult) summarise() {
 		s.Errors += rd.API.Errors
 		s.BareErrors += rd.Bare.Errors
 		s.Regressions += rd.Regressions
-		s.StaleBeyond = s.StaleBeyond || (rd.Staleness.Beyond && s.StaleP99MS >= rd.Staleness.P99MS)
-		s.Stale50Out = s.Stale50Out || (rd.Staleness.P50Beyond && s.StaleP50MS >= rd.Staleness.P50MS)
 		for n, v := range rd.MaxRSSMB {
 			s.MaxRSSMB[n] = max(s.MaxRSSMB[n], v)
 		}
