@@ -91,15 +91,18 @@ func startBare(ctx context.Context, flag string, data []byte, dir string) (*Bare
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	if _, err := f.Write(data); err != nil {
-		os.Remove(f.Name()) //nolint:errcheck
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name()) //nolint:errcheck // best effort: the write error is the one to report
 		return nil, err
 	}
 	cmd := exec.Command(self, "-serve-bare", addr, flag, f.Name())
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
-		os.Remove(f.Name()) //nolint:errcheck
+		os.Remove(f.Name()) //nolint:errcheck // best effort: the start error is the one to report
 		return nil, err
 	}
 	b := &Bare{Addr: addr, cmd: cmd, bodyFile: f.Name()}
@@ -119,7 +122,7 @@ func startBare(ctx context.Context, flag string, data []byte, dir string) (*Bare
 
 // Stop ends the baseline server and removes its body file.
 func (b *Bare) Stop() {
-	b.cmd.Process.Kill()  //nolint:errcheck
-	b.cmd.Wait()          //nolint:errcheck
-	os.Remove(b.bodyFile) //nolint:errcheck
+	b.cmd.Process.Kill()  //nolint:errcheck // it may have exited already; Wait reaps it either way
+	b.cmd.Wait()          //nolint:errcheck // killed: its exit status says nothing
+	os.Remove(b.bodyFile) //nolint:errcheck // best effort: a body file left in -out harms nothing
 }

@@ -7,12 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/marketdata/marketdata/store"
@@ -286,7 +284,7 @@ func runKeyBench(ctx context.Context, o *Options, log *slog.Logger) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	defer node.Stop(10 * time.Second) //nolint:errcheck
+	defer stopNode(node, log)
 	if res.Compare, err = compare(ctx, o, node, "", "/public/v1/key", goalKeyRatio, httpPlan, log); err != nil {
 		return nil, err
 	}
@@ -298,17 +296,17 @@ func runKeyBench(ctx context.Context, o *Options, log *slog.Logger) (any, error)
 func printCompare(m Machine, cs []HTTPCompare) {
 	fmt.Printf("\nHTTP benchmark — %d cores, %s, %s, 64 connections over loopback, bare Fiber baseline in the same run\n",
 		m.NumCPU, m.GoVersion, m.Date.Format("2006-01-02 15:04 MST"))
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "route\tapi rps\tapi p50/p99 ms\tapi failed\tbare rps\tbare p50/p99 ms\tround ratios\tmedian\tgoal")
+	w := newTable()
+	w.rowf("route\tapi rps\tapi p50/p99 ms\tapi failed\tbare rps\tbare p50/p99 ms\tround ratios\tmedian\tgoal\n")
 	for _, c := range cs {
 		goal := "—"
 		if c.Goal > 0 {
 			goal = fmt.Sprintf("≥ %.2f %s", c.Goal, met(c.Met))
 		}
-		fmt.Fprintf(w, "%s\t%.0f\t%.2f / %.2f\t%d\t%.0f\t%.2f / %.2f\t%v\t%.2f\t%s\n", cmp.Or(c.Name, c.Route),
+		w.rowf("%s\t%.0f\t%.2f / %.2f\t%d\t%.0f\t%.2f / %.2f\t%v\t%.2f\t%s\n", cmp.Or(c.Name, c.Route),
 			c.APIRPS, c.APIP50MS, c.APIP99MS, failures(c.API), c.BareRPS, c.BareP50MS, c.BareP99MS, c.Ratios, c.Ratio, goal)
 	}
-	w.Flush()
+	w.print()
 	fmt.Println("cpu during the API runs (mean of rounds; \"other\" is work that is not the run's):")
 	for _, c := range cs {
 		fmt.Printf("  %s: %s\n", cmp.Or(c.Name, c.Route), meanUsage(c.APICPU))

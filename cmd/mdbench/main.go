@@ -114,11 +114,13 @@ func run() int {
 	fs.StringVar(&bareBody, "bare-body", "", "internal: the body the bare baseline returns")
 	fs.StringVar(&bareBodies, "bare-bodies", "", "internal: the bodies the bare baseline returns, by query string (JSON)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: mdbench [flags] [bench...]\n\nbenchmarks:\n")
+		var u strings.Builder
+		u.WriteString("usage: mdbench [flags] [bench...]\n\nbenchmarks:\n")
 		for _, b := range benches {
-			fmt.Fprintf(fs.Output(), "  %-8s %s\n", b.Name, b.Help)
+			fmt.Fprintf(&u, "  %-8s %s\n", b.Name, b.Help)
 		}
-		fmt.Fprintf(fs.Output(), "\nflags:\n")
+		u.WriteString("\nflags:\n")
+		_, _ = fmt.Fprint(fs.Output(), u.String()) // a closed terminal has no usage to show
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {

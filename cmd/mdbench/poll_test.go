@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func (f *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		fmt.Fprintf(&b, `{"market_id":%q,"event_id":"ev_1","status":"active","quotes":{"venue_a":{"bid":0.41,"ask":0.43,"last":0.42,"volume_24h":%d}},"best_bid":0.41,"best_ask":0.43,"version":%d,"updated_at":"2026-01-02T03:04:05.123456Z"}`,
 			id, 100+v, v)
-		fmt.Fprintf(h, "%s=%d;", id, v)
+		h.Write([]byte(id + "=" + strconv.FormatInt(v, 10) + ";"))
 	}
 	b.WriteString(`],"missing":[]}`)
 	etag := fmt.Sprintf(`"%x"`, h.Sum64())

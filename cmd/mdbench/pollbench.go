@@ -142,9 +142,7 @@ func runPollBench(ctx context.Context, o *Options, log *slog.Logger) (any, error
 	nodes, err := startPollNodes(ctx, o, sb, dsn, res.ChildLogs)
 	defer func() {
 		for _, n := range nodes {
-			if err := n.Stop(10 * time.Second); err != nil {
-				log.Warn("poll: api stop", "pid", n.Pid(), "err", err)
-			}
+			stopNode(n, log)
 		}
 	}()
 	if err != nil {

@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"slices"
 	"strings"
-	"text/tabwriter"
 )
 
 // PollInputs describes the watchlists and the bodies of their answers.
@@ -184,21 +182,21 @@ func (r *PollResult) Print() {
 		in.BodyBytes[0], in.BodyBytes[1], in.BodyBytes[2])
 	fmt.Printf("%.0f price updates/s through NATS → ingest during every run; rounds of %gs warm-up + %gs measured per side; staleness counts updates published up to %gs before a run ends\n",
 		p.Rate, p.WarmupS, p.RunS, p.GraceS)
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "round\tapi polls/s\tbare polls/s\tratio\tapi p50/p99 ms\t304s\tapi errors\tstaleness p50/p99 ms\tpairs\tnot seen\tregressions\tpublished/applied/backlog\tcores api-a/api-b/ingest/gen\trss a/b MB")
+	tw := newTable()
+	tw.rowf("%s\n", "round\tapi polls/s\tbare polls/s\tratio\tapi p50/p99 ms\t304s\tapi errors\tstaleness p50/p99 ms\tpairs\tnot seen\tregressions\tpublished/applied/backlog\tcores api-a/api-b/ingest/gen\trss a/b MB")
 	for i, rd := range r.Rounds {
 		st := rd.Staleness
 		c := rd.CPUAPI.Cores
-		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f\t%.2f / %.2f\t%.1f%%\t%d\t%s / %s\t%d\t%d\t%d\t%.0f/%.0f/%d\t%.2f/%.2f/%.2f/%.2f\t%.0f/%.0f\n",
+		tw.rowf("%d\t%.0f\t%.0f\t%.2f\t%.2f / %.2f\t%.1f%%\t%d\t%s / %s\t%d\t%d\t%d\t%.0f/%.0f/%d\t%.2f/%.2f/%.2f/%.2f\t%.0f/%.0f\n",
 			i+1, rd.API.RPS, rd.Bare.RPS, rd.Ratio, rd.API.P50MS, rd.API.P99MS, 100*rd.API.Frac304, rd.API.Errors,
 			staleFmt(st.P50MS, st.P50Beyond), staleFmt(st.P99MS, st.Beyond), st.Pairs, st.Late+st.Unseen, rd.Regressions,
 			rd.PublishRate, rd.IngestApplied, rd.IngestBacklog,
 			c[pollNames[0]], c[pollNames[1]], c["ingest"], c["mdbench"], rd.MaxRSSMB[pollNames[0]], rd.MaxRSSMB[pollNames[1]])
 	}
-	fmt.Fprintf(tw, "median\t%.0f\t%.0f\t%.2f\t%.2f / %.2f\t%.1f%%\t%d (sum)\t%s / %s\t%d (sum)\t%d (sum)\t%d (sum)\t\tgen %.2f\t%.0f/%.0f (max)\n",
+	tw.rowf("median\t%.0f\t%.0f\t%.2f\t%.2f / %.2f\t%.1f%%\t%d (sum)\t%s / %s\t%d (sum)\t%d (sum)\t%d (sum)\t\tgen %.2f\t%.0f/%.0f (max)\n",
 		s.APIRPS, s.BareRPS, s.Ratio, s.APIP50MS, s.APIP99MS, 100*s.Frac304, s.Errors, staleFmt(s.StaleP50MS, s.Stale50Out), staleFmt(s.StaleP99MS, s.StaleBeyond),
 		s.Pairs, s.NotSeen, s.Regressions, s.GeneratorCores, s.MaxRSSMB[pollNames[0]], s.MaxRSSMB[pollNames[1]])
-	tw.Flush()
+	tw.print()
 	for i, rd := range r.Rounds {
 		if rd.API.FirstError != "" || rd.Bare.FirstError != "" {
 			fmt.Printf("round %d first errors: api %q, bare %q (bare errors %d)\n", i+1, rd.API.FirstError, rd.Bare.FirstError, rd.Bare.Errors)
