@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -27,6 +28,31 @@ func serveBare(addr, bodyFile string) error {
 	return app.Listen(addr)
 }
 
+// serveBareBodies is the baseline of many URLs: bodiesFile maps each query
+// string to the body answered for it (404 for any other), one map lookup a
+// request, as the poll benchmark's baseline. The bodies are the API's own
+// 200 answers, so each watchlist gets a body of the same size.
+func serveBareBodies(addr, bodiesFile string) error {
+	raw, err := os.ReadFile(bodiesFile)
+	if err != nil {
+		return err
+	}
+	var bodies map[string][]byte
+	if err := json.Unmarshal(raw, &bodies); err != nil {
+		return fmt.Errorf("bodies %s: %w", bodiesFile, err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/*", func(c *fiber.Ctx) error {
+		body, ok := bodies[string(c.Request().URI().QueryString())]
+		if !ok {
+			return c.SendStatus(fiber.StatusNotFound)
+		}
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Send(body)
+	})
+	return app.Listen(addr)
+}
+
 // Bare is the baseline server running as a child process.
 type Bare struct {
 	Addr string
@@ -37,6 +63,22 @@ type Bare struct {
 
 // StartBare starts the baseline serving body and waits until it answers.
 func StartBare(ctx context.Context, body []byte, dir string) (*Bare, error) {
+	return startBare(ctx, "-bare-body", body, dir)
+}
+
+// StartBareBodies starts the baseline answering each query string of bodies
+// with its body, and waits until it answers.
+func StartBareBodies(ctx context.Context, bodies map[string][]byte, dir string) (*Bare, error) {
+	data, err := json.Marshal(bodies)
+	if err != nil {
+		return nil, err
+	}
+	return startBare(ctx, "-bare-bodies", data, dir)
+}
+
+// startBare writes data to a file of dir and runs this binary with
+// flag FILE and -serve-bare.
+func startBare(ctx context.Context, flag string, data []byte, dir string) (*Bare, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -49,15 +91,18 @@ func StartBare(ctx context.Context, body []byte, dir string) (*Bare, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	if _, err := f.Write(body); err != nil {
-		os.Remove(f.Name()) //nolint:errcheck
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name()) //nolint:errcheck // best effort: the write error is the one to report
 		return nil, err
 	}
-	cmd := exec.Command(self, "-serve-bare", addr, "-bare-body", f.Name())
+	cmd := exec.Command(self, "-serve-bare", addr, flag, f.Name())
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
-		os.Remove(f.Name()) //nolint:errcheck
+		os.Remove(f.Name()) //nolint:errcheck // best effort: the start error is the one to report
 		return nil, err
 	}
 	b := &Bare{Addr: addr, cmd: cmd, bodyFile: f.Name()}
@@ -77,7 +122,7 @@ func StartBare(ctx context.Context, body []byte, dir string) (*Bare, error) {
 
 // Stop ends the baseline server and removes its body file.
 func (b *Bare) Stop() {
-	b.cmd.Process.Kill()  //nolint:errcheck
-	b.cmd.Wait()          //nolint:errcheck
-	os.Remove(b.bodyFile) //nolint:errcheck
+	b.cmd.Process.Kill()  //nolint:errcheck // it may have exited already; Wait reaps it either way
+	b.cmd.Wait()          //nolint:errcheck // killed: its exit status says nothing
+	os.Remove(b.bodyFile) //nolint:errcheck // best effort: a body file left in -out harms nothing
 }

@@ -44,7 +44,7 @@ func StartChild(ctx context.Context, bin string, args, env []string, logPath str
 	cmd.Env = append(append(os.Environ(), env...), "MD_ADMIN_ADDR="+admin)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
-		f.Close()
+		f.Close() //nolint:errcheck // nothing was written; the start error is the one to report
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	c := &Child{Admin: admin, LogPath: logPath, cmd: cmd, log: f, done: make(chan struct{}),
@@ -79,7 +79,7 @@ func (c *Child) waitReady(ctx context.Context, timeout time.Duration) error {
 		}
 		resp, err := c.http.Get("http://" + c.Admin + "/readyz")
 		if err == nil {
-			io.Copy(io.Discard, resp.Body) //nolint:errcheck
+			io.Copy(io.Discard, resp.Body) //nolint:errcheck // drained to reuse the connection; the status is the answer
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
@@ -130,7 +130,7 @@ func (c *Child) Metrics(ctx context.Context) (Scrape, error) {
 // Stop asks the child to finish (SIGTERM: it drains its batch and exits) and
 // kills it if it has not within grace. It returns the exit error, if any.
 func (c *Child) Stop(grace time.Duration) error {
-	defer c.log.Close()
+	defer c.log.Close() //nolint:errcheck // the child wrote through its own descriptor: closing ours loses nothing
 	select {
 	case <-c.done:
 		return c.err

@@ -21,14 +21,15 @@ type CPUSample struct {
 	total   float64            // machine-wide seconds over all cores
 }
 
-// groupOf names the group a process counts in: the child under test (as
-// childName) and this process by pid, the baseline servers (our own binary)
+// groupOf names the group a process counts in: the children under test (by
+// the names given) and this process by pid, the baseline servers (our own binary)
 // and the services by command name. Postgres and Redis are shared with
 // whatever else runs on the machine, so their figures include other users.
-func groupOf(pid int, comm string, childPid int, childName string) string {
+func groupOf(pid int, comm string, children map[int]string) string {
+	if name, ok := children[pid]; ok {
+		return name
+	}
 	switch {
-	case pid == childPid:
-		return childName
 	case pid == os.Getpid():
 		return "mdbench"
 	case comm == selfComm:
@@ -57,7 +58,10 @@ func SampleCPU(ingestPid int) CPUSample { return SampleCPUOf(ingestPid, "ingest"
 // SampleCPUOf reads every process's CPU time and the machine's, with the
 // child pid as group name. On a system without /proc it returns an empty
 // sample, and usage comes out empty.
-func SampleCPUOf(pid int, name string) CPUSample {
+func SampleCPUOf(pid int, name string) CPUSample { return SampleCPUNamed(map[int]string{pid: name}) }
+
+// SampleCPUNamed is SampleCPUOf with several children, each its own group.
+func SampleCPUNamed(children map[int]string) CPUSample {
 	s := CPUSample{at: time.Now(), seconds: map[string]float64{}}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
 		line, _, _ := strings.Cut(string(b), "\n")
@@ -94,7 +98,7 @@ func SampleCPUOf(pid int, name string) CPUSample {
 		// Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the comm.
 		ut, _ := strconv.ParseFloat(f[11], 64)
 		st, _ := strconv.ParseFloat(f[12], 64)
-		s.seconds[groupOf(p, string(b[lp+1:rp]), pid, name)] += (ut + st) / clockTicks
+		s.seconds[groupOf(p, string(b[lp+1:rp]), children)] += (ut + st) / clockTicks
 	}
 	return s
 }

@@ -96,11 +96,11 @@ func (t *Tracker) Subscribe(nc *nats.Conn, subject string, workers int) (stop fu
 		return nil, fmt.Errorf("subscribe %s: %w", subject, err)
 	}
 	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		sub.Unsubscribe() //nolint:errcheck
+		sub.Unsubscribe() //nolint:errcheck // the setup error is the one to report
 		return nil, fmt.Errorf("subscribe %s: %w", subject, err)
 	}
 	if err := nc.Flush(); err != nil {
-		sub.Unsubscribe() //nolint:errcheck
+		sub.Unsubscribe() //nolint:errcheck // the setup error is the one to report
 		return nil, fmt.Errorf("subscribe %s: %w", subject, err)
 	}
 	var wg sync.WaitGroup
@@ -112,7 +112,7 @@ func (t *Tracker) Subscribe(nc *nats.Conn, subject string, workers int) (stop fu
 		})
 	}
 	return func() {
-		sub.Unsubscribe() //nolint:errcheck
+		sub.Unsubscribe() //nolint:errcheck // stopping: the sandbox's connection closes after it anyway
 		close(queue)
 		wg.Wait()
 		if n := dropped.Load(); n > 0 {

@@ -101,7 +101,7 @@ func runIdleBench(ctx context.Context, o *Options, log *slog.Logger) (any, error
 	if err != nil {
 		return nil, err
 	}
-	defer node.Stop(10 * time.Second) //nolint:errcheck
+	defer stopNode(node, log)
 	res.Route = "/public/v1/prices/snapshot?ids=" + strings.Join(readsInputs(w).SnapshotIDs, ",")
 	if _, err := node.Get(ctx, res.Route); err != nil {
 		return nil, err
@@ -226,7 +226,7 @@ func openIdle(ctx context.Context, addr string, n int) ([]net.Conn, error) {
 // askOnce sends one request on c and reads its answer, leaving c open.
 func askOnce(c net.Conn) error {
 	c.SetDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // the I/O reports it
-	defer c.SetDeadline(time.Time{})                //nolint:errcheck
+	defer c.SetDeadline(time.Time{})                //nolint:errcheck // the next request sets its own
 	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: bench\r\n\r\n"); err != nil {
 		return err
 	}

@@ -7,12 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/marketdata/marketdata/store"
@@ -78,36 +76,95 @@ type APINode struct {
 	Secret string
 }
 
-// StartAPINode migrates a sandbox database, creates an account with access
-// and a key with every scope, and starts `marketdata api` on it; env adds
+// StartAPINode creates an account with access and a key with every scope
+// in the sandbox database dsn, and starts `marketdata api` on it; env adds
 // to (and overrides) its environment.
 func StartAPINode(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath string, env ...string) (*APINode, error) {
+	secrets, err := createBenchKeys(ctx, dsn, 1, 1)
+	if err != nil {
+		return nil, err
+	}
+	n, err := startAPIChild(ctx, o, sb, dsn, logPath, env...)
+	if err != nil {
+		return nil, err
+	}
+	n.Secret = secrets[0]
+	return n, nil
+}
+
+// createBenchKeys creates n accounts with access, each with one key of
+// every scope, workers at a time, and returns the keys' secrets.
+func createBenchKeys(ctx context.Context, dsn string, n, workers int) ([]string, error) {
 	pool, err := store.Connect(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
 	defer pool.Close()
 	st := store.New(pool)
+	secrets := make([]string, n)
+	errs := make(chan error, workers)
+	next := make(chan int)
+	go func() {
+		defer close(next)
+		for i := range n {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for range workers {
+		go func() {
+			var first error
+			for i := range next {
+				if first == nil {
+					secrets[i], first = createBenchKey(ctx, st, fmt.Sprintf("bench-%d", i))
+				}
+			}
+			errs <- first
+		}()
+	}
+	for range workers {
+		if e := <-errs; e != nil && err == nil {
+			err = e
+		}
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return secrets, err
+}
+
+// createBenchKey creates one account with access and a key of every scope.
+func createBenchKey(ctx context.Context, st *store.Store, name string) (string, error) {
 	now := time.Now()
-	a, err := st.CreateAccount(ctx, "bench", now)
+	a, err := st.CreateAccount(ctx, name, now)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if _, err := st.SetAccess(ctx, a.ID, true, now); err != nil {
-		return nil, err
+		return "", err
 	}
 	secret := store.NewSecret()
 	if _, err := st.CreateKey(ctx, store.NewKey{
 		AccountID: a.ID, SecretHash: store.HashSecret([]byte(benchPepper), secret), Last4: secret[len(secret)-4:],
 		Scopes: store.KnownScopes, CreatedAt: now, ExpiresAt: now.Add(24 * time.Hour),
 	}); err != nil {
-		return nil, err
+		return "", err
 	}
+	return secret, nil
+}
+
+// startAPIChild starts `marketdata api` on the sandbox database dsn,
+// following the sandbox's change notices, with a rate limit no benchmark
+// reaches; its Secret is left empty.
+func startAPIChild(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath string, env ...string) (*APINode, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	child, err := StartChild(ctx, o.Bin, []string{"api"}, append([]string{
+	child, err := StartChild(ctx, o.Bin, []string{"api", "--notice-subject", sb.Ingest.NoticeSubject}, append([]string{
 		"MD_HTTP_ADDR=" + addr, "MD_DATABASE_URL=" + dsn, "MD_REDIS_URL=" + o.RedisURL,
 		"MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
 		"MD_KEY_PEPPER=" + benchPepper, "MD_CURSOR_SECRET=" + strings.Repeat("c", 32),
@@ -117,7 +174,7 @@ func StartAPINode(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath str
 	if err != nil {
 		return nil, fmt.Errorf("start api: %w", err)
 	}
-	return &APINode{Child: child, Addr: addr, Secret: secret}, nil
+	return &APINode{Child: child, Addr: addr}, nil
 }
 
 // Get fetches path once with the node's key and returns the body.
@@ -227,7 +284,7 @@ func runKeyBench(ctx context.Context, o *Options, log *slog.Logger) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	defer node.Stop(10 * time.Second) //nolint:errcheck
+	defer stopNode(node, log)
 	if res.Compare, err = compare(ctx, o, node, "", "/public/v1/key", goalKeyRatio, httpPlan, log); err != nil {
 		return nil, err
 	}
@@ -239,17 +296,17 @@ func runKeyBench(ctx context.Context, o *Options, log *slog.Logger) (any, error)
 func printCompare(m Machine, cs []HTTPCompare) {
 	fmt.Printf("\nHTTP benchmark — %d cores, %s, %s, 64 connections over loopback, bare Fiber baseline in the same run\n",
 		m.NumCPU, m.GoVersion, m.Date.Format("2006-01-02 15:04 MST"))
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "route\tapi rps\tapi p50/p99 ms\tapi failed\tbare rps\tbare p50/p99 ms\tround ratios\tmedian\tgoal")
+	w := newTable()
+	w.rowf("route\tapi rps\tapi p50/p99 ms\tapi failed\tbare rps\tbare p50/p99 ms\tround ratios\tmedian\tgoal\n")
 	for _, c := range cs {
 		goal := "—"
 		if c.Goal > 0 {
 			goal = fmt.Sprintf("≥ %.2f %s", c.Goal, met(c.Met))
 		}
-		fmt.Fprintf(w, "%s\t%.0f\t%.2f / %.2f\t%d\t%.0f\t%.2f / %.2f\t%v\t%.2f\t%s\n", cmp.Or(c.Name, c.Route),
+		w.rowf("%s\t%.0f\t%.2f / %.2f\t%d\t%.0f\t%.2f / %.2f\t%v\t%.2f\t%s\n", cmp.Or(c.Name, c.Route),
 			c.APIRPS, c.APIP50MS, c.APIP99MS, failures(c.API), c.BareRPS, c.BareP50MS, c.BareP99MS, c.Ratios, c.Ratio, goal)
 	}
-	w.Flush()
+	w.print()
 	fmt.Println("cpu during the API runs (mean of rounds; \"other\" is work that is not the run's):")
 	for _, c := range cs {
 		fmt.Printf("  %s: %s\n", cmp.Or(c.Name, c.Route), meanUsage(c.APICPU))

@@ -8,8 +8,10 @@
 // Each benchmark runs in a sandbox of its own (a fresh database, Redis prefix
 // and stream names, all removed at the end), starts the binary as a child
 // process, prints a table on stdout and writes <out>/<name>.json. It exits 0
-// when every benchmark ran, whether or not its goals were met, and non-zero
-// when one could not run (setup error, timeout, lost updates).
+// when every benchmark ran, whether or not its speed goals were met, and
+// non-zero when one could not run (setup error, timeout, lost updates) or
+// found a broken promise (poll: a version regression or a failed poll; its
+// JSON is written all the same).
 package main
 
 import (
@@ -62,10 +64,18 @@ var benches = []Bench{
 		Timeout: 3 * time.Minute, Run: runIngestBench},
 	{Name: "key", Help: "GET /public/v1/key through the full middleware vs a bare Fiber handler (64 connections)",
 		Timeout: 2 * time.Minute, Run: runKeyBench},
-	{Name: "reads", Help: "snapshot, event read, /events page, search at 50,000 events through the full middleware vs bare Fiber (64 connections)",
+	{Name: "reads", Help: "static reads: snapshot, event read, /events page, search at 50,000 events, one fixed URL each on an unchanging world, through the full middleware vs bare Fiber (64 connections)",
 		Timeout: 8 * time.Minute, Run: runReadsBench},
 	{Name: "idle", Help: "snapshot with and without 10,000 idle keep-alive connections open, the node at MD_MAX_CONNS; its RSS with them",
 		Timeout: 5 * time.Minute, Run: runIdleBench},
+	{Name: "poll", Help: "1,000 pollers' own snapshot watchlists (Zipf) with If-None-Match over two API nodes while 5,000 prices/s flow through NATS: rate vs bare, p99, 304s, staleness, version regressions",
+		Timeout: 6 * time.Minute, Run: runPollBench},
+}
+
+// Failer is a result that ran but found a fault that must fail the run
+// (after its JSON is written): a broken promise, not a missed speed goal.
+type Failer interface {
+	Failure() error
 }
 
 // Machine is the machine facts every result records.
@@ -98,22 +108,30 @@ func run() int {
 	fs.StringVar(&o.NATSURL, "nats", "nats://127.0.0.1:4222", "NATS URL")
 	fs.BoolVar(&o.Profile, "profile", false, "reads: take a CPU profile of the API on every route, not only on those that missed a goal")
 	ingestFlags(fs, &ingestParams)
-	var bareAddr, bareBody string
+	pollFlags(fs, &pollParams)
+	var bareAddr, bareBody, bareBodies string
 	fs.StringVar(&bareAddr, "serve-bare", "", "internal: serve the bare baseline on this address")
 	fs.StringVar(&bareBody, "bare-body", "", "internal: the body the bare baseline returns")
+	fs.StringVar(&bareBodies, "bare-bodies", "", "internal: the bodies the bare baseline returns, by query string (JSON)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: mdbench [flags] [bench...]\n\nbenchmarks:\n")
+		var u strings.Builder
+		u.WriteString("usage: mdbench [flags] [bench...]\n\nbenchmarks:\n")
 		for _, b := range benches {
-			fmt.Fprintf(fs.Output(), "  %-8s %s\n", b.Name, b.Help)
+			fmt.Fprintf(&u, "  %-8s %s\n", b.Name, b.Help)
 		}
-		fmt.Fprintf(fs.Output(), "\nflags:\n")
+		u.WriteString("\nflags:\n")
+		_, _ = fmt.Fprint(fs.Output(), u.String()) // a closed terminal has no usage to show
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
 	if bareAddr != "" {
-		if err := serveBare(bareAddr, bareBody); err != nil {
+		serve := func() error { return serveBare(bareAddr, bareBody) }
+		if bareBodies != "" {
+			serve = func() error { return serveBareBodies(bareAddr, bareBodies) }
+		}
+		if err := serve(); err != nil {
 			fmt.Fprintln(os.Stderr, "mdbench: bare:", err)
 			return 1
 		}
@@ -159,6 +177,14 @@ func run() int {
 			failed++
 			log.Error("bench result not written", "bench", b.Name, "err", err)
 			continue
+		}
+		if f, ok := res.(Failer); ok {
+			if err := f.Failure(); err != nil {
+				failed++
+				log.Error("bench found faults", "bench", b.Name, "err", err, "result", path)
+				fmt.Printf("%s: FAILED: %v (figures in %s)\n", b.Name, err, path)
+				continue
+			}
 		}
 		log.Info("bench done", "bench", b.Name, "result", path)
 	}

@@ -122,23 +122,30 @@ const minSleep = time.Millisecond
 // sent is called just before each message is handed to JetStream, with its
 // index and the time. It returns when the first and the last message went out.
 func (p *Publisher) PublishPaced(ctx context.Context, msgs []Outgoing, rate float64, sent func(n int, at time.Time)) (first, last time.Time, err error) {
+	return p.PublishPacedFunc(ctx, len(msgs), rate, func(n int) *Outgoing { return &msgs[n] }, sent)
+}
+
+// PublishPacedFunc is PublishPaced of count messages built by msg as they
+// fall due, for runs too long to hold every message at once.
+func (p *Publisher) PublishPacedFunc(ctx context.Context, count int, rate float64, msg func(n int) *Outgoing, sent func(n int, at time.Time)) (first, last time.Time, err error) {
 	start := time.Now()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	for n := 0; n < len(msgs); {
-		due := min(int(time.Since(start).Seconds()*rate)+1, len(msgs))
+	for n := 0; n < count; {
+		due := min(int(time.Since(start).Seconds()*rate)+1, count)
 		for ; n < due; n++ {
+			m := msg(n)
 			at := time.Now()
 			if n == 0 {
 				first = at
 			}
 			sent(n, at)
-			if err := p.Publish(ctx, &msgs[n]); err != nil {
+			if err := p.Publish(ctx, m); err != nil {
 				return first, last, err
 			}
 			last = at
 		}
-		if n == len(msgs) {
+		if n == count {
 			break
 		}
 		next := time.Duration(float64(n) / rate * float64(time.Second))

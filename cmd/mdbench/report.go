@@ -2,10 +2,8 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
-	"text/tabwriter"
 )
 
 // IngestResult is everything the ingest benchmark measured; it is written
@@ -95,8 +93,8 @@ func (r *IngestResult) Print() {
 	m, p := r.Machine, r.Params
 	fmt.Printf("\ningest benchmark — %d cores, %s, %s, bin %q, load at start %s\n",
 		m.NumCPU, m.GoVersion, m.Date.Format("2006-01-02 15:04 MST"), m.BinVersion, m.LoadAvg)
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")) }
+	tw := newTable()
+	row := func(cells ...string) { tw.rowf("%s\n", strings.Join(cells, "\t")) }
 	e, f := r.EndToEnd, r.Freshness
 	row("seed", fmt.Sprintf("%d events × %d markets (%d messages) published and drained in %.2f s",
 		r.Seed.Events, p.PerEvent, r.Seed.Messages, r.Seed.Seconds))
@@ -120,7 +118,7 @@ func (r *IngestResult) Print() {
 			s.Batches, s.MeanBatch, s.Applied, s.Ignored, s.Failures))
 		row("cpu "+ph.name, fmt.Sprintf("%s; machine busy %.0f%%", cores(s.CPU.Cores), s.CPU.MachineBusy))
 	}
-	tw.Flush()
+	tw.print()
 	verdict := "all goals met"
 	if !r.Goals.AllMet {
 		verdict = "GOALS NOT MET (see above)"

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+)
+
+// PollInputs describes the watchlists and the bodies of their answers.
+type PollInputs struct {
+	DistinctWatched int     `json:"distinct_markets_watched"`
+	WatchedShare    float64 `json:"share_of_markets_watched"`
+	MostWatchers    int     `json:"most_watchers_of_a_market"`
+	MedianWatchers  int     `json:"median_watchers_of_a_watched_market"`
+	// BodyBytes is the min, median and max size of the API's 200 answers
+	// at the start, which the bare baseline serves.
+	BodyBytes [3]int `json:"body_bytes_min_median_max"`
+}
+
+// PollRound is one bare run and the API run after it.
+type PollRound struct {
+	Bare  PollRun `json:"bare"`
+	API   PollRun `json:"api"`
+	Ratio float64 `json:"ratio"`
+	// Staleness and regressions are of the API run (regressions over all
+	// its answers, warm-up included).
+	Staleness        StalenessStats `json:"staleness"`
+	Regressions      int64          `json:"regressions"`
+	FirstRegressions []Regression   `json:"first_regressions,omitempty"`
+	CPUBare          CPUUsage       `json:"cpu_bare_run"`
+	CPUAPI           CPUUsage       `json:"cpu_api_run"`
+	// MaxRSSMB is each node's highest VmRSS sampled during the API run.
+	MaxRSSMB map[string]float64 `json:"api_max_rss_mb"`
+	// PublishRate and IngestApplied are the updates published and the
+	// prices ingest applied per second during the API run (applied is
+	// lower when a batch holds several versions of a market: only the
+	// newest is written); IngestBacklog is what ingest had not yet
+	// acknowledged at its end: at 5,000/s, 5,000 is a second behind.
+	PublishRate     float64     `json:"publish_rate_per_s"`
+	IngestApplied   float64     `json:"ingest_applied_per_s"`
+	IngestBacklog   uint64      `json:"ingest_backlog_at_end"`
+	IngestFreshness HistSummary `json:"ingest_freshness_metric"`
+}
+
+// PollSummary is the medians of the rounds (sums for the counts).
+type PollSummary struct {
+	Ratio       float64 `json:"ratio_median"`
+	APIRPS      float64 `json:"api_polls_per_s_median"`
+	BareRPS     float64 `json:"bare_polls_per_s_median"`
+	APIP50MS    float64 `json:"api_p50_ms_median"`
+	APIP99MS    float64 `json:"api_p99_ms_median"`
+	Frac304     float64 `json:"fraction_304_median"`
+	StaleP50MS  float64 `json:"staleness_p50_ms_median"`
+	StaleP99MS  float64 `json:"staleness_p99_ms_median"`
+	StaleBeyond bool    `json:"staleness_p99_beyond_grace"`
+	Stale50Out  bool    `json:"staleness_p50_beyond_grace"`
+	Pairs       int64   `json:"staleness_pairs"`
+	NotSeen     int64   `json:"staleness_pairs_not_seen_in_run"`
+	Errors      int64   `json:"api_errors"`
+	BareErrors  int64   `json:"bare_errors"`
+	Regressions int64   `json:"regressions"`
+	// GeneratorCores is this process (pollers and publisher) during the
+	// API runs, median.
+	GeneratorCores float64 `json:"generator_cores_median"`
+	// MaxRSSMB is each node's highest VmRSS over every API run.
+	MaxRSSMB map[string]float64 `json:"api_max_rss_mb"`
+}
+
+// PollResult is bench-results/poll.json.
+type PollResult struct {
+	Bench   string      `json:"bench"`
+	Machine Machine     `json:"machine"`
+	Params  PollParams  `json:"params"`
+	Load    ReadsLoad   `json:"load"`
+	Inputs  PollInputs  `json:"inputs"`
+	Rounds  []PollRound `json:"rounds"`
+	Summary PollSummary `json:"summary"`
+	Publish PollPublish `json:"publish"`
+	Ingest  IngestSide  `json:"ingest"`
+	// Backlog is what ingest had not acknowledged once the publisher
+	// stopped: the benchmark does not wait for it.
+	Backlog uint64       `json:"ingest_backlog_at_end"`
+	Shown   []Regression `json:"first_regressions,omitempty"`
+	// Mem is each API node's memory after the rounds; VmHWM is its peak
+	// since it started.
+	Mem           map[string]ProcMem        `json:"api_mem_end"`
+	Goals         []GoalCheck               `json:"goals"`
+	AllMet        bool                      `json:"all_met"`
+	ChildLogs     map[string]string         `json:"child_logs"`
+	ChildWarnings map[string]map[string]int `json:"child_warnings"`
+	Seconds       float64                   `json:"seconds"`
+}
+
+// Failure makes mdbench exit non-zero after writing poll.json: a version
+// regression or a failed poll breaks what the contract promises, unlike a
+// speed goal missed on a shared machine.
+func (r *PollResult) Failure() error {
+	if s := r.Summary; s.Regressions > 0 || s.Errors > 0 {
+		return fmt.Errorf("%d version regressions and %d failed polls (goal 0 each)", s.Regressions, s.Errors)
+	}
+	return nil
+}
+
+// summarise computes the medians and the goals from the rounds.
+func (r *PollResult) summarise() {
+	s := PollSummary{MaxRSSMB: map[string]float64{}}
+	of := func(f func(PollRound) float64) float64 {
+		xs := make([]float64, len(r.Rounds))
+		for i, rd := range r.Rounds {
+			xs[i] = f(rd)
+		}
+		return median(xs)
+	}
+	s.Ratio = of(func(x PollRound) float64 { return x.Ratio })
+	s.APIRPS = of(func(x PollRound) float64 { return x.API.RPS })
+	s.BareRPS = of(func(x PollRound) float64 { return x.Bare.RPS })
+	s.APIP50MS = of(func(x PollRound) float64 { return x.API.P50MS })
+	s.APIP99MS = of(func(x PollRound) float64 { return x.API.P99MS })
+	s.Frac304 = of(func(x PollRound) float64 { return x.API.Frac304 })
+	// A round whose percentile is past the grace ranks above every other.
+	out := func(v float64, beyond bool) float64 {
+		if beyond {
+			return math.Inf(1)
+		}
+		return v
+	}
+	s.StaleP50MS = of(func(x PollRound) float64 { return out(x.Staleness.P50MS, x.Staleness.P50Beyond) })
+	s.StaleP99MS = of(func(x PollRound) float64 { return out(x.Staleness.P99MS, x.Staleness.Beyond) })
+	if s.Stale50Out = math.IsInf(s.StaleP50MS, 1); s.Stale50Out {
+		s.StaleP50MS = 1000 * r.Params.GraceS
+	}
+	if s.StaleBeyond = math.IsInf(s.StaleP99MS, 1); s.StaleBeyond {
+		s.StaleP99MS = 1000 * r.Params.GraceS
+	}
+	s.GeneratorCores = of(func(x PollRound) float64 { return x.CPUAPI.Cores["mdbench"] })
+	for i, rd := range r.Rounds {
+		s.Pairs += rd.Staleness.Pairs
+		s.NotSeen += rd.Staleness.Late + rd.Staleness.Unseen
+		s.Errors += rd.API.Errors
+		s.BareErrors += rd.Bare.Errors
+		s.Regressions += rd.Regressions
+		for n, v := range rd.MaxRSSMB {
+			s.MaxRSSMB[n] = max(s.MaxRSSMB[n], v)
+		}
+		for _, g := range rd.FirstRegressions {
+			if len(r.Shown) < maxRegressionsKept {
+				g.Round = i + 1
+				r.Shown = append(r.Shown, g)
+			}
+		}
+	}
+	r.Summary = s
+	hwm := 0.0
+	for _, m := range r.Mem {
+		hwm = max(hwm, m.HWMMB)
+	}
+	r.Goals = []GoalCheck{
+		{fmt.Sprintf("polls ≥ %.2f× bare (median ratio)", goalPollRatio), s.Ratio, s.Ratio >= goalPollRatio},
+		{fmt.Sprintf("poll p99 ≤ %.0f ms", goalPollP99MS), s.APIP99MS, s.APIP99MS <= goalPollP99MS},
+		{fmt.Sprintf("staleness p99 ≤ %.0f ms", goalPollStaleP99MS), s.StaleP99MS, !s.StaleBeyond && s.StaleP99MS <= goalPollStaleP99MS},
+		{"version regressions = 0", float64(s.Regressions), s.Regressions == 0},
+		{"failed polls = 0", float64(s.Errors), s.Errors == 0},
+		{fmt.Sprintf("API RSS (VmHWM, both nodes) ≤ %.0f MB", goalPollRSSMB), hwm, hwm <= goalPollRSSMB},
+	}
+	r.AllMet = true
+	for _, g := range r.Goals {
+		r.AllMet = r.AllMet && g.Met
+	}
+}
+
+// Print writes the rounds' table and the rest of the figures on stdout.
+func (r *PollResult) Print() {
+	m, p, in, s := r.Machine, r.Params, r.Inputs, r.Summary
+	fmt.Printf("\npoll benchmark — %d cores, %s, %s, bin %q, load at start %s\n",
+		m.NumCPU, m.GoVersion, m.Date.Format("2006-01-02 15:04 MST"), m.BinVersion, m.LoadAvg)
+	fmt.Printf("%d pollers × %d ids over %d markets (Zipf s=%g v=%g: %d markets watched, the most by %d pollers), keys of %d accounts\n",
+		p.Pollers, p.IDs, p.Markets, p.ZipfS, p.ZipfV, in.DistinctWatched, in.MostWatchers, p.Accounts)
+	fmt.Printf("%d connections, half to each API node; a poller's polls alternate nodes with If-None-Match = its last ETag\n", p.Conns)
+	fmt.Printf("bare: one Fiber process, the same connections and loop, each watchlist's body the API's first 200 answer (%d/%d/%d bytes min/median/max), no conditional requests\n",
+		in.BodyBytes[0], in.BodyBytes[1], in.BodyBytes[2])
+	fmt.Printf("%.0f price updates/s through NATS → ingest during every run; rounds of %gs warm-up + %gs measured per side; staleness counts updates published up to %gs before a run ends\n",
+		p.Rate, p.WarmupS, p.RunS, p.GraceS)
+	tw := newTable()
+	tw.rowf("%s\n", "round\tapi polls/s\tbare polls/s\tratio\tapi p50/p99 ms\t304s\tapi errors\tstaleness p50/p99 ms\tpairs\tnot seen\tregressions\tpublished/applied/backlog\tcores api-a/api-b/ingest/gen\trss a/b MB")
+	for i, rd := range r.Rounds {
+		st := rd.Staleness
+		c := rd.CPUAPI.Cores
+		tw.rowf("%d\t%.0f\t%.0f\t%.2f\t%.2f / %.2f\t%.1f%%\t%d\t%s / %s\t%d\t%d\t%d\t%.0f/%.0f/%d\t%.2f/%.2f/%.2f/%.2f\t%.0f/%.0f\n",
+			i+1, rd.API.RPS, rd.Bare.RPS, rd.Ratio, rd.API.P50MS, rd.API.P99MS, 100*rd.API.Frac304, rd.API.Errors,
+			staleFmt(st.P50MS, st.P50Beyond), staleFmt(st.P99MS, st.Beyond), st.Pairs, st.Late+st.Unseen, rd.Regressions,
+			rd.PublishRate, rd.IngestApplied, rd.IngestBacklog,
+			c[pollNames[0]], c[pollNames[1]], c["ingest"], c["mdbench"], rd.MaxRSSMB[pollNames[0]], rd.MaxRSSMB[pollNames[1]])
+	}
+	tw.rowf("median\t%.0f\t%.0f\t%.2f\t%.2f / %.2f\t%.1f%%\t%d (sum)\t%s / %s\t%d (sum)\t%d (sum)\t%d (sum)\t\tgen %.2f\t%.0f/%.0f (max)\n",
+		s.APIRPS, s.BareRPS, s.Ratio, s.APIP50MS, s.APIP99MS, 100*s.Frac304, s.Errors, staleFmt(s.StaleP50MS, s.Stale50Out), staleFmt(s.StaleP99MS, s.StaleBeyond),
+		s.Pairs, s.NotSeen, s.Regressions, s.GeneratorCores, s.MaxRSSMB[pollNames[0]], s.MaxRSSMB[pollNames[1]])
+	tw.print()
+	for i, rd := range r.Rounds {
+		if rd.API.FirstError != "" || rd.Bare.FirstError != "" {
+			fmt.Printf("round %d first errors: api %q, bare %q (bare errors %d)\n", i+1, rd.API.FirstError, rd.Bare.FirstError, rd.Bare.Errors)
+		}
+	}
+	fmt.Printf("cpu during the API runs (mean of rounds): %s\n", meanUsage(apiCPU(r.Rounds)))
+	pb, ig := r.Publish, r.Ingest
+	fmt.Printf("publisher: %d updates in %.1f s (%.0f/s, target %.0f/s); ingest: %.0f applied, %.0f ignored, %.0f failures, its freshness metric p50 %.1f / p99 %.1f ms, %d messages not yet acknowledged at the end\n",
+		pb.Sent, pb.Seconds, pb.Rate, pb.Target, ig.Applied, ig.Ignored, ig.Failures, ig.Freshness.P50MS, ig.Freshness.P99MS, r.Backlog)
+	fmt.Printf("load: %d events, %d markets in %.1f s (%s)\n", r.Load.Events, r.Load.Markets, r.Load.Seconds, r.Load.Path)
+	for _, n := range slices.Sorted(maps.Keys(r.Mem)) {
+		fmt.Printf("%s memory: VmRSS %.0f MB at the end, %.0f MB highest sampled in the runs, VmHWM %.0f MB\n",
+			n, r.Mem[n].RSSMB, s.MaxRSSMB[n], r.Mem[n].HWMMB)
+	}
+	for _, g := range r.Shown {
+		fmt.Printf("regression: round %d poller %d market %s: %s showed version %d at %.1f ms; %s had shown %d at %.1f ms\n",
+			g.Round, g.Poller, g.Market, g.Node, g.Shown, g.AtMS, g.SeenFrom, g.Seen, g.SeenAtMS)
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.ChildWarnings)) {
+		w := r.ChildWarnings[name]
+		for _, msg := range slices.Sorted(maps.Keys(w)) {
+			fmt.Printf("%s log: %d × %s\n", name, w[msg], msg)
+		}
+	}
+	for _, g := range r.Goals {
+		fmt.Printf("goal: %-40s %9.2f  %s\n", g.Goal, g.Value, met(g.Met))
+	}
+	verdict := "all goals met"
+	if !r.AllMet {
+		verdict = "GOALS NOT MET (see above)"
+	}
+	fmt.Printf("poll: %s in %.0f s; latency and staleness figures are the median of the rounds'; logs %s\n\n",
+		verdict, r.Seconds, strings.Join(slices.Sorted(maps.Values(r.ChildLogs)), ", "))
+}
+
+// staleFmt shows a staleness percentile, or that it is past the grace.
+func staleFmt(v float64, beyond bool) string {
+	if beyond {
+		return fmt.Sprintf("> %.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// apiCPU is the CPU use of each round's API run.
+func apiCPU(rs []PollRound) []CPUUsage {
+	out := make([]CPUUsage, len(rs))
+	for i, r := range rs {
+		out[i] = r.CPUAPI
+	}
+	return out
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// roundEnv is what a round runs against.
+type roundEnv struct {
+	sb       *Sandbox
+	ing      *Child
+	pub      *Publisher
+	sched    *updateSchedule
+	api      []pollNode
+	bare     pollNode
+	nodes    []*APINode
+	children map[int]string
+}
+
+// round is one bare run, then one API run with staleness and regressions
+// accounted, CPU per process and the nodes' RSS sampled, and what the
+// publisher and ingest did meanwhile.
+func (e *roundEnv) round(ctx context.Context, pollers []*Poller, p PollParams) (PollRound, error) {
+	var round PollRound
+	cpu := SampleCPUNamed(e.children)
+	b, err := pollRun(ctx, pollers, pollSpec{Nodes: []pollNode{e.bare}, Conns: p.Conns, Warmup: p.Warmup, Duration: p.Duration})
+	if err != nil {
+		return round, fmt.Errorf("bare: %w", err)
+	}
+	round.CPUBare = SampleCPUNamed(e.children).UsageSince(cpu)
+
+	names := make([]string, len(e.api))
+	for i, n := range e.api {
+		names[i] = n.Name
+	}
+	acct := newPollAccount(e.sched, names, p.Conns)
+	before, err := e.ing.Metrics(ctx)
+	if err != nil {
+		return round, err
+	}
+	sent, began := e.pub.sent.Load(), time.Now()
+	rss := sampleRSS(e.nodes, pollRSSEvery)
+	cpu = SampleCPUNamed(e.children)
+	a, err := pollRun(ctx, pollers, pollSpec{Nodes: e.api, Conns: p.Conns, Warmup: p.Warmup, Duration: p.Duration,
+		Conditional: true, Acct: acct, Grace: p.Grace})
+	round.CPUAPI = SampleCPUNamed(e.children).UsageSince(cpu)
+	round.MaxRSSMB = rss()
+	if err != nil {
+		return round, fmt.Errorf("api: %w", err)
+	}
+	el := time.Since(began).Seconds()
+	round.PublishRate = round2(float64(e.pub.sent.Load()-sent) / el)
+	after, err := e.ing.Metrics(ctx)
+	if err != nil {
+		return round, err
+	}
+	d := after.Sub(before)
+	round.IngestApplied = round2(d[`marketdata_ingest_messages_total{kind="price",outcome="applied"}`] / el)
+	round.IngestFreshness = d.SecondsHistogram("marketdata_ingest_freshness_seconds")
+	if round.IngestBacklog, err = ingestBacklog(ctx, e.sb); err != nil {
+		return round, err
+	}
+	var unseen int64
+	for _, pl := range pollers {
+		unseen += acct.unseen(pl)
+	}
+	round.Bare, round.API = b, a
+	round.Ratio = round2(a.RPS / b.RPS)
+	round.Staleness, round.Regressions, round.FirstRegressions = acct.result(unseen, p.Grace)
+	return round, nil
+}
+
+// ingestBacklog is how many messages ingest has not yet acknowledged.
+func ingestBacklog(ctx context.Context, sb *Sandbox) (uint64, error) {
+	cons, err := sb.JS.Consumer(ctx, sb.Ingest.Stream, sb.Ingest.Consumer)
+	if err != nil {
+		return 0, fmt.Errorf("ingest backlog: %w", err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("ingest backlog: %w", err)
+	}
+	return info.NumPending + uint64(info.NumAckPending), nil
+}
+
+// sampleRSS samples the nodes' VmRSS every d until the returned function is
+// called, which returns the highest of each, in MB.
+func sampleRSS(nodes []*APINode, d time.Duration) func() map[string]float64 {
+	peak := make(map[string]float64, len(nodes))
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	take := func() {
+		for i, n := range nodes {
+			if m, err := procMem(n.Pid()); err == nil {
+				peak[pollNames[i]] = max(peak[pollNames[i]], m.RSSMB)
+			}
+		}
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			take()
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() map[string]float64 {
+		close(stop)
+		<-done
+		take()
+		return peak
+	}
+}
