@@ -18,6 +18,7 @@ import (
 
 	"github.com/marketdata/marketdata/api"
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/ratelimit"
 	"github.com/marketdata/marketdata/store"
@@ -100,10 +101,12 @@ type nodeConfig struct {
 	rdb    redis.UniversalClient
 	creds  api.Credentials
 	setup  func(*api.Server)
-	// cache and fallback serve the data routes (rtWorld's nodes); without
-	// a cache the node has only the front door.
+	// cache and fallback serve the data routes (rtWorld's nodes), through
+	// a cache.Reader of config reader; without a cache the node has only
+	// the front door.
 	cache    *cache.Cache
-	fallback api.Fallback
+	fallback cache.Store
+	reader   cache.ReaderConfig
 	// load runs Server.Start before serving, as `marketdata api` does.
 	load bool
 }
@@ -149,7 +152,7 @@ func (e *env) node(t *testing.T, opts ...option) *node {
 		limit: ratelimit.Config{
 			Limit: 100, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: 5 * time.Minute, Prefix: e.prefix,
 		},
-		listen: "127.0.0.1:0", rdb: e.rdb, creds: e.st,
+		listen: "127.0.0.1:0", rdb: e.rdb, creds: e.st, reader: readerConfig(),
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -166,11 +169,16 @@ func (e *env) start(t *testing.T, cfg nodeConfig) *node {
 		testenv.Unavailable(t, "NATS", err)
 	}
 	logs := &testenv.LogBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var reader *cache.Reader
+	if cfg.cache != nil {
+		reader = newReader(t, cfg, nc, log)
+	}
 	srv, err := api.New(cfg.api, api.Deps{
-		Credentials: cfg.creds, Cache: cfg.cache, Fallback: cfg.fallback,
+		Credentials: cfg.creds, Reader: reader,
 		Limiter: ratelimit.New(cfg.rdb, cfg.limit, nil, nil),
 		NC:      nc,
-		Log:     slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Log:     log,
 		Now:     e.clock.Now,
 	})
 	if err != nil {
@@ -355,6 +363,34 @@ func (e *env) notify(t *testing.T, accountID, keyID string) {
 	}
 }
 
-// withCacheTTL sets how long the node serves price items and /events pages
+// withCacheTTL sets how long the node serves what it holds in memory
 // without a change notice.
-func withCacheTTL(d time.Duration) option { return func(c *nodeConfig) { c.api.PriceCacheTTL = d } }
+func withCacheTTL(d time.Duration) option { return func(c *nodeConfig) { c.reader.TTL = d } }
+
+// readerConfig is the Reader's production configuration (cmd/marketdata),
+// but for a Redis timeout that a loaded test machine does not hit by chance.
+func readerConfig() cache.ReaderConfig {
+	return cache.ReaderConfig{
+		TTL: 2 * time.Second, PriceBytes: 64 << 20, EventBytes: 32 << 20, PageBytes: 32 << 20,
+		NoticeWait: 500 * time.Millisecond, RedisTimeout: time.Second, Repairs: 16,
+	}
+}
+
+// newReader is the node's Reader, wired as cmd/marketdata wires it: its
+// repairs are announced on the node's change subject.
+func newReader(t *testing.T, cfg nodeConfig, nc *nats.Conn, log *slog.Logger) *cache.Reader {
+	t.Helper()
+	subject := cfg.api.NoticeSubject
+	if subject == "" {
+		subject = notice.ChangeSubject
+	}
+	r, err := cache.NewReader(cfg.cache, cfg.fallback, cfg.reader, cache.ReaderDeps{
+		Log:     log,
+		Publish: func(n notice.Change) error { return notice.Publish(nc, subject, n.Encode()) },
+	})
+	if err != nil {
+		t.Fatalf("cache.NewReader: %v", err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}

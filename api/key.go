@@ -31,7 +31,7 @@ type keyBody struct {
 // getKey describes the calling key; it needs no scope. The answer is
 // rendered once per cached record (a reloaded record is a new pointer).
 func (s *Server) getKey(c *fiber.Ctx) error {
-	if err := s.admit(c, nil); err != nil {
+	if err := s.admit(c); err != nil {
 		return err
 	}
 	cred := credential(c)

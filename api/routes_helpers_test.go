@@ -92,16 +92,16 @@ func (w *rtWorld) start(t *testing.T, opts ...option) *node {
 		api: api.Config{
 			DocsOrigin: docsOrigin, KeyPepper: w.pepper, CursorSecret: w.cursor,
 			KeyNoticeSubject: w.subject, NoticeSubject: w.names.NoticeSubject,
-			// Short, so that a flushed Redis is noticed (and repaired) by the
-			// next snapshot well within the tests' patience.
-			PriceCacheTTL: 200 * time.Millisecond,
 		},
 		limit: ratelimit.Config{
 			Limit: 1_000_000, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: 5 * time.Minute, Prefix: w.prefix,
 		},
 		listen: "127.0.0.1:0", rdb: w.rdb, creds: w.st,
-		fallback: w.st, load: true,
+		fallback: w.st, load: true, reader: readerConfig(),
 	}
+	// Short, so that a flushed Redis is noticed (and repaired) by the next
+	// snapshot well within the tests' patience.
+	cfg.reader.TTL = 200 * time.Millisecond
 	for _, o := range opts {
 		o(&cfg)
 	}

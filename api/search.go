@@ -24,7 +24,7 @@ type summarySource interface {
 	SummariesOf(ctx context.Context, ids []string) (map[string][]byte, error)
 }
 
-var _ summarySource = (*cache.Cache)(nil)
+var _ summarySource = (*cache.Reader)(nil)
 
 // searchIndex answers /markets/search from memory (contract §3). Redis holds
 // no index that ranks by "title starts with, then contains", and 50,000

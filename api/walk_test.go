@@ -171,7 +171,7 @@ func cwStartNode(t *testing.T, e *env, c *cache.Cache, noticeSubject string) *no
 		limit: ratelimit.Config{
 			Limit: 1_000_000, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: 5 * time.Minute, Prefix: e.prefix,
 		},
-		listen: "127.0.0.1:0", rdb: e.rdb, creds: e.st, cache: c, fallback: e.st, load: true,
+		listen: "127.0.0.1:0", rdb: e.rdb, creds: e.st, cache: c, fallback: e.st, load: true, reader: readerConfig(),
 	})
 }
 

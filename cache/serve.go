@@ -181,7 +181,8 @@ func (c *Cache) EnsureComplete(ctx context.Context, src Source) (bool, RebuildSt
 }
 
 // ApplyDocs writes documents read from the store to repair what Redis lost.
-// The revisions guard them like any ingest write.
-func (c *Cache) ApplyDocs(ctx context.Context, events []store.EventDoc, markets []store.MarketDoc, trades []store.Trade) error {
+// The revisions guard them like any ingest write. It returns the change
+// number the write took, for the repair's change notice (see Apply).
+func (c *Cache) ApplyDocs(ctx context.Context, events []store.EventDoc, markets []store.MarketDoc, trades []store.Trade) (int64, error) {
 	return c.Apply(ctx, &store.Result{Events: events, Markets: markets, Trades: trades})
 }

@@ -57,7 +57,7 @@ func ingestBatch(t *testing.T, st *store.Store, c *cache.Cache, b store.Batch) {
 	if err != nil {
 		t.Fatalf("apply batch: %v", err)
 	}
-	if err := c.Apply(ctx, res); err != nil {
+	if _, err := c.Apply(ctx, res); err != nil {
 		t.Fatalf("cache batch: %v", err)
 	}
 }
@@ -345,9 +345,9 @@ type flakyCache struct {
 	fail atomic.Bool
 }
 
-func (f *flakyCache) Apply(ctx context.Context, res *store.Result) error {
+func (f *flakyCache) Apply(ctx context.Context, res *store.Result) (int64, error) {
 	if f.fail.Load() {
-		return errors.New("cache: write: dial tcp 127.0.0.1:1: connect: connection refused")
+		return 0, errors.New("cache: write: dial tcp 127.0.0.1:1: connect: connection refused")
 	}
 	return f.Cache.Apply(ctx, res)
 }
@@ -378,7 +378,7 @@ func TestAntiEntropyAfterWriteErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	flaky.fail.Store(true)
-	if err := w.Apply(ctx, res); err == nil {
+	if _, err := w.Apply(ctx, res); err == nil {
 		t.Fatal("write while failing: got no error")
 	}
 	flaky.fail.Store(false)
@@ -387,7 +387,7 @@ func TestAntiEntropyAfterWriteErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Apply(ctx, res3); err != nil {
+	if _, err := w.Apply(ctx, res3); err != nil {
 		t.Fatal(err)
 	}
 	want := rebuiltDump(t, e.st, e.rules)

@@ -219,10 +219,10 @@ func TestLateCacheWrite(t *testing.T) {
 		return res
 	}
 	older, newer := apply(1, "older"), apply(2, "newer")
-	if err := e.cache.Apply(ctx, newer); err != nil {
+	if _, err := e.cache.Apply(ctx, newer); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.cache.Apply(ctx, older); err != nil {
+	if _, err := e.cache.Apply(ctx, older); err != nil {
 		t.Fatal(err)
 	}
 	got, err := e.cache.Event(ctx, "EV-L")

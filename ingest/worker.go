@@ -30,9 +30,10 @@ type Store interface {
 	SetSweepCursor(ctx context.Context, at time.Time) error
 }
 
-// Cache is what the worker needs of the snapshots.
+// Cache is what the worker needs of the snapshots. Apply returns the
+// change number the write took, which the change notice names.
 type Cache interface {
-	Apply(ctx context.Context, res *store.Result) error
+	Apply(ctx context.Context, res *store.Result) (int64, error)
 }
 
 var (
@@ -325,13 +326,14 @@ func (w *Worker) apply(ctx context.Context, items []*inflight) error {
 		}
 	}
 	var res *store.Result
+	var seq int64
 	if b.Len() > 0 {
 		var err error
 		if res, err = w.store.ApplyBatch(ctx, &b); err != nil {
 			w.metrics.Failures.WithLabelValues("postgres").Inc()
 			return err
 		}
-		if err := w.cache.Apply(ctx, res); err != nil {
+		if seq, err = w.cache.Apply(ctx, res); err != nil {
 			w.metrics.Failures.WithLabelValues("redis").Inc()
 			return err
 		}
@@ -364,7 +366,7 @@ func (w *Worker) apply(ctx context.Context, items []*inflight) error {
 		w.metrics.Messages.WithLabelValues(kind, outcome).Inc()
 	}
 	if res != nil {
-		w.notify(res)
+		w.notify(res, seq)
 	}
 	return nil
 }
@@ -392,8 +394,8 @@ func PublishFlush(nc *nats.Conn, subject string) error {
 	return notice.Publish(nc, subject, notice.Change{Flush: true}.Encode())
 }
 
-func (w *Worker) notify(res *store.Result) {
-	var n notice.Change
+func (w *Worker) notify(res *store.Result, seq int64) {
+	n := notice.Change{Seq: seq}
 	for _, d := range res.Events {
 		n.Events = append(n.Events, d.ID)
 	}
@@ -476,10 +478,11 @@ func (w *Worker) Sweep(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := w.cache.Apply(ctx, res); err != nil {
+		seq, err := w.cache.Apply(ctx, res)
+		if err != nil {
 			return err
 		}
-		w.notify(res)
+		w.notify(res, seq)
 	}
 	return w.store.SetSweepCursor(ctx, cut)
 }
