@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/api"
@@ -138,6 +139,48 @@ type node struct {
 	base string // http://host:port
 	logs *testenv.LogBuffer
 	e    *env
+	// reg holds the node's metrics.
+	reg *prometheus.Registry
+}
+
+// counter is the node's counter name with labels (0 when it has none yet).
+func (n *node) counter(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := n.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// memoryServes waits until a read of path is answered from node memory
+// (marketdata_reads_total of resource, layer memory, moves), reading it
+// again and again: after its start a node trusts its memory only once it
+// has seen the change notices of the writes in flight (cache.Reader).
+func (n *node) memoryServes(t *testing.T, path, secret, resource string) {
+	t.Helper()
+	labels := map[string]string{"resource": resource, "layer": "memory"}
+	before := n.counter(t, "marketdata_reads_total", labels)
+	for deadline := time.Now().Add(5 * time.Second); n.counter(t, "marketdata_reads_total", labels) == before; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not answered from node memory within 5 s", path)
+		}
+		n.get(t, path, secret)
+	}
 }
 
 // node starts an API node on the env's services, with a NATS connection of
@@ -174,12 +217,14 @@ func (e *env) start(t *testing.T, cfg nodeConfig) *node {
 	if cfg.cache != nil {
 		reader = newReader(t, cfg, nc, log)
 	}
+	reg := prometheus.NewRegistry()
 	srv, err := api.New(cfg.api, api.Deps{
 		Credentials: cfg.creds, Reader: reader,
-		Limiter: ratelimit.New(cfg.rdb, cfg.limit, nil, nil),
-		NC:      nc,
-		Log:     log,
-		Now:     e.clock.Now,
+		Limiter:  ratelimit.New(cfg.rdb, cfg.limit, nil, nil),
+		NC:       nc,
+		Log:      log,
+		Now:      e.clock.Now,
+		Registry: reg,
 	})
 	if err != nil {
 		nc.Close()
@@ -212,7 +257,7 @@ func (e *env) start(t *testing.T, cfg nodeConfig) *node {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	n := &node{srv: srv, base: "http://" + ln.Addr().String(), logs: logs, e: e}
+	n := &node{srv: srv, base: "http://" + ln.Addr().String(), logs: logs, e: e, reg: reg}
 	t.Cleanup(func() {
 		cancel()
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -198,6 +198,11 @@ func NewReader(c *Cache, st Store, cfg ReaderConfig, d ReaderDeps) (*Reader, err
 	})
 	r.seqs = newAppliedSeqs(cfg.NoticeWait, d.Now, r.flushMemory, r.onJump)
 	r.metrics()
+	// Learn Redis's change number now: the node trusts its memory only
+	// NoticeWait after it first saw one (the notices of writes in flight
+	// when it started may still come), and that wait may as well run
+	// while the node loads.
+	go r.roundTrip(context.Background(), nil)
 	return r, nil
 }
 

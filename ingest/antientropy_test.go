@@ -138,6 +138,9 @@ func TestAntiEntropyRepairsLostWrites(t *testing.T) {
 		if err := json.Unmarshal(msg.Data, &page); err != nil {
 			t.Fatal(err)
 		}
+		if page.Seq == 0 {
+			t.Errorf("anti-entropy notice %+v without the change number its write took", page)
+		}
 		n.Events = append(n.Events, page.Events...)
 		n.Markets = append(n.Markets, page.Markets...)
 		n.Trades = append(n.Trades, page.Trades...)

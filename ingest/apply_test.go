@@ -135,6 +135,9 @@ func TestApplyEachKind(t *testing.T) {
 		if err := json.Unmarshal((<-notices).Data, &n); err != nil {
 			t.Fatalf("notice: %v", err)
 		}
+		if n.Seq == 0 {
+			t.Errorf("change notice %+v without the change number its write took", n)
+		}
 		for _, id := range n.Events {
 			seen["event:"+id] = true
 		}
