@@ -1,29 +1,24 @@
 package api
 
 import (
-	"context"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/marketdata/marketdata/cache"
 )
 
 // getEvent answers GET /events/{universal_id}.
 func (s *Server) getEvent(c *fiber.Ctx) error {
 	id := strings.Clone(c.Params("universal_id"))
-	var ev cache.EventItem
-	err := s.admitRead(c, validID(id), func(ctx context.Context) (err error) {
-		if ev, err = s.reader.Event(ctx, id); err != nil {
-			return readFailed(err)
-		}
-		return nil
-	})
+	if err := s.admit(c); err != nil {
+		return err
+	}
+	if !validID(id) {
+		return fail(KindNotFound, "no event has this id")
+	}
+	ev, err := s.reader.Event(c.UserContext(), id)
 	switch {
 	case err != nil:
-		return err
-	case !validID(id):
-		return fail(KindNotFound, "no event has this id")
+		return readFailed(err)
 	case ev.Body != nil:
 		return send(c, ev.Body)
 	case ev.MergedInto != "":
@@ -49,20 +44,17 @@ func (s *Server) listEvents(c *fiber.Ctx) error {
 			perr = invalidParam("cursor is malformed, altered, or was issued for other filters, another route or another account")
 		}
 	}
+	if err := s.admit(c); err != nil {
+		return err
+	}
+	if perr != nil {
+		return perr
+	}
 	// One more than the page shows: whether it is there says if a next
 	// page exists.
-	var pg cache.Page
-	err := s.admitRead(c, perr == nil, func(ctx context.Context) (err error) {
-		if pg, err = s.reader.Page(ctx, q.filter, after, q.limit+1); err != nil {
-			return readFailed(err)
-		}
-		return nil
-	})
-	switch {
-	case err != nil:
-		return err
-	case perr != nil:
-		return perr
+	pg, err := s.reader.Page(c.UserContext(), q.filter, after, q.limit+1)
+	if err != nil {
+		return readFailed(err)
 	}
 	// The page may be shared with other requests (node memory): read it,
 	// never change it.

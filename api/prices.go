@@ -1,8 +1,6 @@
 package api
 
 import (
-	"context"
-
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/marketdata/marketdata/cache"
@@ -10,19 +8,16 @@ import (
 
 // snapshot answers GET /prices/snapshot?ids=...
 func (s *Server) snapshot(c *fiber.Ctx) error {
-	ids, perr := parseIDs(c.Query("ids")) // ids are copies: the read may keep them
-	var items []cache.PriceItem
-	err := s.admitRead(c, perr == nil, func(ctx context.Context) (err error) {
-		if items, err = s.reader.Prices(ctx, ids); err != nil {
-			return readFailed(err)
-		}
-		return nil
-	})
-	switch {
-	case err != nil:
+	ids, perr := parseIDs(c.Query("ids")) // copies: node memory may keep them
+	if err := s.admit(c); err != nil {
 		return err
-	case perr != nil:
+	}
+	if perr != nil {
 		return perr
+	}
+	items, err := s.reader.Prices(c.UserContext(), ids)
+	if err != nil {
+		return readFailed(err)
 	}
 	writeSnapshot(c, ids, items)
 	return sendWritten(c)

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"strings"
 
@@ -14,24 +13,21 @@ import (
 func (s *Server) trades(c *fiber.Ctx) error {
 	id := strings.Clone(c.Params("universal_id"))
 	limit, perr := parseLimit(param(c, "limit"), 50, cache.MaxTrades)
-	var items [][]byte
-	err := s.admitRead(c, perr == nil && validID(id), func(ctx context.Context) (err error) {
-		items, err = s.reader.Trades(ctx, id, limit)
-		switch {
-		case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrNotServed):
-			return fail(KindNotFound, "no served market has this id")
-		case err != nil:
-			return readFailed(err)
-		}
-		return nil
-	})
-	switch {
-	case err != nil:
+	if err := s.admit(c); err != nil {
 		return err
-	case perr != nil:
+	}
+	if perr != nil {
 		return perr
-	case !validID(id):
+	}
+	if !validID(id) {
 		return fail(KindNotFound, "no market has this id")
+	}
+	items, err := s.reader.Trades(c.UserContext(), id, limit)
+	switch {
+	case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrNotServed):
+		return fail(KindNotFound, "no served market has this id")
+	case err != nil:
+		return readFailed(err)
 	}
 	return sendList(c, items, nil, false)
 }

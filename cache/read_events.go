@@ -48,9 +48,6 @@ func (r *Reader) Event(ctx context.Context, id string) (EventItem, error) {
 			return it, nil
 		}
 	}
-	if err := admitted(ctx); err != nil {
-		return EventItem{}, err
-	}
 	docs, err := r.store.EventDocsByID(ctx, []string{id})
 	if err != nil {
 		return EventItem{}, unavailable(redisErr, err)

@@ -97,9 +97,6 @@ func (r *Reader) Prices(ctx context.Context, ids []string) ([]PriceItem, error) 
 	if len(toStore) == 0 {
 		return items, nil
 	}
-	if err := admitted(ctx); err != nil {
-		return nil, err
-	}
 	want := make([]string, len(toStore))
 	for j, i := range toStore {
 		want[j] = ids[i]

@@ -65,9 +65,6 @@ func (r *Reader) Trades(ctx context.Context, id string, limit int) ([][]byte, er
 		}
 		err, unanswered = terr, true
 	}
-	if aerr := admitted(ctx); aerr != nil {
-		return nil, aerr
-	}
 	docs, serr := r.store.MarketDocsByID(ctx, []string{id})
 	if serr != nil {
 		return nil, unavailable(err, serr)

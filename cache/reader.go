@@ -79,6 +79,8 @@ type Reader struct {
 	pages  *memory[pageKey, Page]
 	trips  *trips
 	seqs   *appliedSeqs
+	// stopClock stops node memory's clock (nil: a test's clock).
+	stopClock func()
 
 	subsMu sync.RWMutex
 	subs   []func(notice.Change)
@@ -150,9 +152,6 @@ var (
 	ErrNotFound = errors.New("cache: unknown id")
 	// ErrNotServed: the id is known but not in the served set.
 	ErrNotServed = errors.New("cache: not served")
-	// ErrNotAdmitted: the request was refused while its read ran (see
-	// Gated); the read stopped before the store.
-	ErrNotAdmitted = errors.New("cache: the request was not admitted")
 )
 
 // NewReader returns a Reader over c (Redis) and st (the store).
@@ -182,6 +181,14 @@ func NewReader(c *Cache, st Store, cfg ReaderConfig, d ReaderDeps) (*Reader, err
 		cache: c, store: st, rules: c.Rules(), cfg: cfg, log: d.Log, publish: d.Publish,
 		trips:   newTrips(c, cfg.RedisTimeout),
 		repairs: make(chan struct{}, cfg.Repairs),
+	}
+	if d.memoryClock == nil {
+		// Memory checks its TTL on every read; the precise clock was a
+		// tenth of a 50-id snapshot's CPU. 10 ms of slack on a 2 s safety
+		// net is nothing.
+		coarse := otter.NewCoarseClock(10 * time.Millisecond)
+		r.stopClock = coarse.Stop
+		d.memoryClock = coarse
 	}
 	r.prices = newMemory(&r.g, memoryConfig[string, PriceItem]{
 		maxBytes: cfg.PriceBytes, ttl: cfg.TTL, clock: d.memoryClock,
@@ -217,6 +224,9 @@ func (r *Reader) Close() {
 	r.prices.close()
 	r.events.close()
 	r.pages.close()
+	if r.stopClock != nil {
+		r.stopClock()
+	}
 }
 
 // OnChange registers fn to be called with every change notice after node
@@ -283,26 +293,6 @@ func (r *Reader) onJump(lost int64, restarted bool) {
 	case restarted:
 		r.log.Info("the cache's change numbers restarted (Redis lost or reset its counter): node memory dropped")
 	}
-}
-
-// gateKey carries a request's admission wait in a read's context.
-type gateKey struct{}
-
-// Gated returns ctx carrying wait, for a read that runs while its request
-// is being admitted: the read calls wait before it reads the store or
-// schedules a repair — only an admitted request may cost Postgres — and
-// stops with ErrNotAdmitted when wait says the request was refused. Memory
-// and Redis are read without waiting.
-func Gated(ctx context.Context, wait func() bool) context.Context {
-	return context.WithValue(ctx, gateKey{}, wait)
-}
-
-// admitted waits for the request's admission, if ctx carries one.
-func admitted(ctx context.Context) error {
-	if wait, ok := ctx.Value(gateKey{}).(func() bool); ok && !wait() {
-		return ErrNotAdmitted
-	}
-	return nil
 }
 
 // unavailable is ErrUnavailable with its causes.

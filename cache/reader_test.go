@@ -412,9 +412,9 @@ func TestReaderRepairsOnlyMissing(t *testing.T) {
 	}
 }
 
-// TestReaderUnavailableAndGate: neither Redis nor the store answering is
-// ErrUnavailable; a read whose request was refused stops before the store.
-func TestReaderUnavailableAndGate(t *testing.T) {
+// TestReaderUnavailable: neither Redis nor the store answering is
+// ErrUnavailable.
+func TestReaderUnavailable(t *testing.T) {
 	w := newReaderWorld(t)
 	ctx := context.Background()
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
@@ -429,18 +429,6 @@ func TestReaderUnavailableAndGate(t *testing.T) {
 		if err := read(); !errors.Is(err, cache.ErrUnavailable) {
 			t.Errorf("%s with Redis and the store down: %v, want ErrUnavailable", name, err)
 		}
-	}
-
-	refused := cache.Gated(ctx, func() bool { return false })
-	if _, err := w.r.Prices(refused, []string{"m-unknown"}); !errors.Is(err, cache.ErrNotAdmitted) {
-		t.Errorf("a refused read of an id Redis lacks: %v, want ErrNotAdmitted", err)
-	}
-	if got := w.reads("prices", "store"); got != 0 {
-		t.Errorf("a refused read reached the store (%v reads)", got)
-	}
-	admitted := cache.Gated(ctx, func() bool { return true })
-	if items, err := w.r.Prices(admitted, []string{"m1"}); err != nil || !items[0].Shown() {
-		t.Errorf("an admitted read: %+v, %v", items, err)
 	}
 }
 
