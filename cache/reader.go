@@ -61,7 +61,12 @@ import (
 // counted in marketdata_read_notices_lost_total. A Redis that lost its data
 // restarts the counter at its clock (seq.go), far above what the node
 // applied, which it handles the same way; a counter set far below applied
-// also drops all and starts over from it.
+// also drops all and starts over from it. What this does not cover: a
+// write that completes after its number was given up for lost and whose
+// notice is lost too (TTL bounds that), writes a Redis Cluster failover
+// loses (anti-entropy rewrites them, with a number), and Rebuild, which
+// takes no number: it rewrites what the store holds and ends with a flush
+// notice, which drops everything.
 //
 // When Redis does not answer, memory serves what it holds (within TTL) and
 // the store answers the rest: degraded, as the node was before.
