@@ -19,7 +19,6 @@ func DefaultConfig() Config {
 		KeyNoticeSubject: notice.KeySubject,
 		NoticeSubject:    notice.ChangeSubject,
 		SearchResync:     time.Minute,
-		PriceCacheTTL:    2 * time.Second,
 		MaxConns:         20000,
 		RequestTimeout:   10 * time.Second,
 		IdleTimeout:      60 * time.Second,
@@ -34,7 +33,7 @@ func (c Config) check() error {
 		name string
 		v    time.Duration
 	}{
-		{"KeyCacheTTL", c.KeyCacheTTL}, {"SearchResync", c.SearchResync}, {"PriceCacheTTL", c.PriceCacheTTL},
+		{"KeyCacheTTL", c.KeyCacheTTL}, {"SearchResync", c.SearchResync},
 		{"RequestTimeout", c.RequestTimeout}, {"IdleTimeout", c.IdleTimeout},
 	} {
 		if f.v <= 0 {

@@ -31,7 +31,6 @@ func TestNewRefusesZero(t *testing.T) {
 		{"KeyNoticeSubject", func(c *Config) { c.KeyNoticeSubject = "" }},
 		{"NoticeSubject", func(c *Config) { c.NoticeSubject = "" }},
 		{"SearchResync", func(c *Config) { c.SearchResync = 0 }},
-		{"PriceCacheTTL", func(c *Config) { c.PriceCacheTTL = 0 }},
 		{"MaxConns", func(c *Config) { c.MaxConns = 0 }},
 		{"RequestTimeout", func(c *Config) { c.RequestTimeout = 0 }},
 		{"IdleTimeout", func(c *Config) { c.IdleTimeout = -time.Second }},

@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/api"
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/ratelimit"
 	"github.com/marketdata/marketdata/store"
@@ -100,10 +102,12 @@ type nodeConfig struct {
 	rdb    redis.UniversalClient
 	creds  api.Credentials
 	setup  func(*api.Server)
-	// cache and fallback serve the data routes (rtWorld's nodes); without
-	// a cache the node has only the front door.
+	// cache and fallback serve the data routes (rtWorld's nodes), through
+	// a cache.Reader of config reader; without a cache the node has only
+	// the front door.
 	cache    *cache.Cache
-	fallback api.Fallback
+	fallback cache.Store
+	reader   cache.ReaderConfig
 	// load runs Server.Start before serving, as `marketdata api` does.
 	load bool
 }
@@ -145,6 +149,48 @@ type node struct {
 	base string // http://host:port
 	logs *testenv.LogBuffer
 	e    *env
+	// reg holds the node's metrics.
+	reg *prometheus.Registry
+}
+
+// counter is the node's counter name with labels (0 when it has none yet).
+func (n *node) counter(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := n.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// memoryServes waits until a read of path is answered from node memory
+// (marketdata_reads_total of resource, layer memory, moves), reading it
+// again and again: after its start a node trusts its memory only once it
+// has seen the change notices of the writes in flight (cache.Reader).
+func (n *node) memoryServes(t *testing.T, path, secret, resource string) {
+	t.Helper()
+	labels := map[string]string{"resource": resource, "layer": "memory"}
+	before := n.counter(t, "marketdata_reads_total", labels)
+	for deadline := time.Now().Add(5 * time.Second); n.counter(t, "marketdata_reads_total", labels) == before; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not answered from node memory within 5 s", path)
+		}
+		n.get(t, path, secret)
+	}
 }
 
 // node starts an API node on the env's services, with a NATS connection of
@@ -157,7 +203,7 @@ func (e *env) node(t *testing.T, opts ...option) *node {
 			Limit: 100, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: 5 * time.Minute, Prefix: e.prefix,
 			Timeout: 50 * time.Millisecond,
 		},
-		listen: "127.0.0.1:0", rdb: e.rdb, creds: e.st,
+		listen: "127.0.0.1:0", rdb: e.rdb, creds: e.st, reader: readerConfig(),
 	}
 	cfg.api.DocsOrigin, cfg.api.AppOrigins = docsOrigin, []string{appOrigin}
 	cfg.api.KeyPepper, cfg.api.CursorSecret, cfg.api.KeyNoticeSubject = e.pepper, e.cursor, e.subject
@@ -176,12 +222,19 @@ func (e *env) start(t *testing.T, cfg nodeConfig) *node {
 		testenv.Unavailable(t, "NATS", err)
 	}
 	logs := &testenv.LogBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var reader *cache.Reader
+	if cfg.cache != nil {
+		reader = newReader(t, cfg, nc, log)
+	}
+	reg := prometheus.NewRegistry()
 	srv, err := api.New(cfg.api, api.Deps{
-		Credentials: cfg.creds, Cache: cfg.cache, Fallback: cfg.fallback,
-		Limiter: mustLimiter(t, cfg.rdb, cfg.limit),
-		NC:      nc,
-		Log:     slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Now:     e.clock.Now,
+		Credentials: cfg.creds, Reader: reader,
+		Limiter:  mustLimiter(t, cfg.rdb, cfg.limit),
+		NC:       nc,
+		Log:      log,
+		Now:      e.clock.Now,
+		Registry: reg,
 	})
 	if err != nil {
 		nc.Close()
@@ -214,7 +267,7 @@ func (e *env) start(t *testing.T, cfg nodeConfig) *node {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	n := &node{srv: srv, base: "http://" + ln.Addr().String(), logs: logs, e: e}
+	n := &node{srv: srv, base: "http://" + ln.Addr().String(), logs: logs, e: e, reg: reg}
 	t.Cleanup(func() {
 		cancel()
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -365,6 +418,34 @@ func (e *env) notify(t *testing.T, accountID, keyID string) {
 	}
 }
 
-// withCacheTTL sets how long the node serves price items and /events pages
+// withCacheTTL sets how long the node serves what it holds in memory
 // without a change notice.
-func withCacheTTL(d time.Duration) option { return func(c *nodeConfig) { c.api.PriceCacheTTL = d } }
+func withCacheTTL(d time.Duration) option { return func(c *nodeConfig) { c.reader.TTL = d } }
+
+// readerConfig is the Reader's production configuration (cmd/marketdata),
+// but for a Redis timeout that a loaded test machine does not hit by chance.
+func readerConfig() cache.ReaderConfig {
+	return cache.ReaderConfig{
+		TTL: 2 * time.Second, PriceBytes: 64 << 20, EventBytes: 32 << 20, PageBytes: 32 << 20,
+		NoticeWait: 500 * time.Millisecond, RedisTimeout: time.Second, Repairs: 16,
+	}
+}
+
+// newReader is the node's Reader, wired as cmd/marketdata wires it: its
+// repairs are announced on the node's change subject.
+func newReader(t *testing.T, cfg nodeConfig, nc *nats.Conn, log *slog.Logger) *cache.Reader {
+	t.Helper()
+	subject := cfg.api.NoticeSubject
+	if subject == "" {
+		subject = notice.ChangeSubject
+	}
+	r, err := cache.NewReader(cfg.cache, cfg.fallback, cfg.reader, cache.ReaderDeps{
+		Log:     log,
+		Publish: func(n notice.Change) error { return notice.Publish(nc, subject, n.Encode()) },
+	})
+	if err != nil {
+		t.Fatalf("cache.NewReader: %v", err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}

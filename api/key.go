@@ -26,7 +26,7 @@ type keyInfo struct {
 // parse: the key is the one the guard judged, and its answer was rendered
 // when its record was fetched (keyCache), so it is sent as is.
 func (s *Server) getKey(c *fiber.Ctx) error {
-	if err := s.admit(c, nil); err != nil {
+	if err := s.admit(c); err != nil {
 		return err
 	}
 	rec := keyRecordOf(c)

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/ratelimit"
 	"github.com/marketdata/marketdata/store"
@@ -126,8 +124,8 @@ func bearer(h string) (string, bool) {
 // nodes. The key, access, allowlist and scope are judged in memory; only a
 // refusal asks Redis (whether the address is blocked, which wins). A request
 // that passes goes on to its handler, which calls admit: the block and the
-// account's window are checked there, in the same Redis round trip as the
-// handler's data. An empty scope means the route needs none.
+// account's window are checked there. An empty scope means the route needs
+// none.
 func (s *Server) guard(scope string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		ctx := c.UserContext()
@@ -159,48 +157,28 @@ func (s *Server) guard(scope string) fiber.Handler {
 }
 
 // admit checks the address's block and the account's window in one Redis
-// round trip, then sends the reads fetch queues (nil: none) to Redis, and
-// puts the RateLimit headers on the answer. Handlers call it after
-// validating their parameters in memory but answer 422 only after it: the
-// window comes before parameters in the contract's order.
-func (s *Server) admit(c *fiber.Ctx, fetch func(redis.Pipeliner)) error {
-	_, err := s.admitFetch(c, fetch)
-	return err
-}
-
-// admitFetch is admit that also reports whether fetch's reads were sent
-// (false when the node decided alone: Redis did not answer; the reads are
-// not sent and each carries context.Canceled).
-func (s *Server) admitFetch(c *fiber.Ctx, fetch func(redis.Pipeliner)) (bool, error) {
+// round trip (the limiter's, shared with concurrent requests) and puts the
+// RateLimit headers on the answer. Handlers call it after validating their
+// parameters in memory but answer 422 only after it: the window comes
+// before parameters in the contract's order.
+func (s *Server) admit(c *fiber.Ctx) error {
 	cred := credential(c)
 	if cred == nil {
-		return false, errNoCredential
+		return errNoCredential
 	}
-	ctx := c.UserContext()
-	a, err := s.limiter.Admit(ctx, s.addr(c).String(), cred.Account.ID)
-	if fetch != nil && !a.Blocked && a.Window.Allowed {
-		// The reads follow the admission. When Redis did not answer it, they
-		// are not sent (each carries context.Canceled): the handler reads the
-		// store instead of waiting for Redis a second time.
-		rctx, cancel := context.WithTimeout(ctx, s.limiter.Config().Timeout)
-		if err != nil {
-			cancel()
-		}
-		s.cache.Read(rctx, fetch)
-		cancel()
-	}
+	a, err := s.limiter.Admit(c.UserContext(), s.addr(c).String(), cred.Account.ID)
 	if err != nil {
 		// Once per request while Redis is down: rate-limited.
 		s.limitsWarn.Log(c.UserContext(), s.log, slog.LevelWarn, "limits decided by this node alone", "err", err)
 	}
 	if a.Blocked {
-		return false, blockedError(a.BlockedFor)
+		return blockedError(a.BlockedFor)
 	}
 	setLimitHeaders(c, a.Window)
 	if !a.Window.Allowed {
-		return false, &Error{Kind: KindRateLimited, Message: "the account's request limit for this window is used up", RetryAfter: a.Window.RetryAfter}
+		return &Error{Kind: KindRateLimited, Message: "the account's request limit for this window is used up", RetryAfter: a.Window.RetryAfter}
 	}
-	return err == nil, nil
+	return nil
 }
 
 func blockedError(retry time.Duration) error {

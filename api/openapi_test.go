@@ -16,6 +16,7 @@ import (
 	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/docs"
 	"github.com/marketdata/marketdata/ratelimit"
+	"github.com/marketdata/marketdata/store"
 )
 
 // TestOpenAPIMatchesRouter holds the OpenAPI document against the real
@@ -31,10 +32,16 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled: routes only
 	defer rdb.Close()
+	reader, err := cache.NewReader(cache.New(rdb, "x:", cache.Rules{Retention: time.Hour, Now: time.Now}),
+		store.New(nil), readerConfig(), cache.ReaderDeps{}) // never read: routes only
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
 	ac := api.DefaultConfig()
 	ac.DocsOrigin = "http://docs.example"
 	srv, err := api.New(ac, api.Deps{
-		Cache: cache.New(rdb, "x:", cache.Rules{Retention: time.Hour, Now: time.Now}),
+		Reader: reader,
 		Limiter: mustLimiter(t, rdb, ratelimit.Config{Limit: 1, Window: time.Second, AuthFailLimit: 1, AuthFailWindow: time.Second,
 			Timeout: 50 * time.Millisecond}),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),

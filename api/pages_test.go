@@ -80,6 +80,8 @@ func TestEventPagesFollowNotices(t *testing.T) {
 
 	// Served from the node: the listing's sets gone from Redis, held pages
 	// answer as before.
+	n.memoryServes(t, "/public/v1/events?"+first, secret, "page")
+	n.memoryServes(t, "/public/v1/events?"+crypto, secret, "page")
 	keys, err := w.rdb.Keys(t.Context(), w.cache.SetKey("*")).Result()
 	if err != nil || len(keys) == 0 {
 		t.Fatalf("listing sets: %q, %v", keys, err)

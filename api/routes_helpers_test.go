@@ -101,13 +101,13 @@ func (w *rtWorld) start(t *testing.T, opts ...option) *node {
 			Timeout: 50 * time.Millisecond,
 		},
 		listen: "127.0.0.1:0", rdb: w.rdb, creds: w.st,
-		fallback: w.st, load: true,
+		fallback: w.st, load: true, reader: readerConfig(),
 	}
 	cfg.api.DocsOrigin, cfg.api.KeyPepper, cfg.api.CursorSecret = docsOrigin, w.pepper, w.cursor
 	cfg.api.KeyNoticeSubject, cfg.api.NoticeSubject = w.subject, w.names.NoticeSubject
 	// Short, so that a flushed Redis is noticed (and repaired) by the next
 	// snapshot well within the tests' patience.
-	cfg.api.PriceCacheTTL = 200 * time.Millisecond
+	cfg.reader.TTL = 200 * time.Millisecond
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -13,4 +13,4 @@ type summarySource interface {
 	SummariesOf(ctx context.Context, ids []string) (map[string][]byte, error)
 }
 
-var _ summarySource = (*cache.Cache)(nil)
+var _ summarySource = (*cache.Reader)(nil)

@@ -796,7 +796,7 @@ func TestSearchRedis(t *testing.T) {
 		for _, e := range events {
 			res.Events = append(res.Events, store.EventDoc{ID: e.ID, Rev: rev, Event: e})
 		}
-		if err := c.Apply(ctx, res); err != nil {
+		if _, err := c.Apply(ctx, res); err != nil {
 			t.Fatal(err)
 		}
 	}

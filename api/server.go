@@ -50,10 +50,6 @@ type Config struct {
 	// SearchResync is how often the search index reloads in full (60s), the
 	// safety net for a lost change notice.
 	SearchResync time.Duration
-	// PriceCacheTTL bounds how long the node serves a price item or an
-	// /events page without a change notice (2s); notices drop what a batch
-	// rewrote at once.
-	PriceCacheTTL time.Duration
 	// MaxConns caps the node's open client connections (MD_MAX_CONNS,
 	// 20000): at the cap it stops accepting until one closes.
 	MaxConns int
@@ -68,12 +64,12 @@ type Config struct {
 // Deps are the node's collaborators.
 type Deps struct {
 	Credentials Credentials
-	// Cache holds the snapshots the data routes serve.
-	Cache *cache.Cache
-	// Fallback answers what Redis lacks.
-	Fallback Fallback
-	Limiter  *ratelimit.Limiter
-	// NC receives key change notices and presence; nil in some tests.
+	// Reader answers the data routes (node memory, Redis, Postgres); nil:
+	// the node has only the front door (/key). Its metrics are registered
+	// on Registry, and the node feeds it the change notices.
+	Reader  *cache.Reader
+	Limiter *ratelimit.Limiter
+	// NC receives key and change notices and presence; nil in some tests.
 	NC       *nats.Conn
 	Log      *slog.Logger
 	Now      func() time.Time
@@ -93,14 +89,9 @@ type Server struct {
 	latency  *prometheus.HistogramVec
 	subs     []*nats.Subscription
 	hasher   *store.Hasher
-	cache    *cache.Cache
-	fallback Fallback
+	reader   *cache.Reader
 	search   *searchIndex
-	// repairs bounds the background cache repairs in flight.
-	repairs chan struct{}
-	prices  *priceCache
-	pages   *pageCache
-	edge    *edgeMetrics
+	edge     *edgeMetrics
 	// noticesDropped is the change subscription's drop count last seen.
 	noticesDropped atomic.Int64
 	// nc and its handlers before subscribe, given back by unsubscribe.
@@ -110,8 +101,6 @@ type Server struct {
 	// limitsWarn and authFailWarn keep the "decided by this node alone"
 	// WARNs (one per request while Redis is down) to one per 10 s.
 	limitsWarn, authFailWarn ratelog.Limiter
-	// repairWarn keeps "cache repair failed" to one per 10 s.
-	repairWarn ratelog.Limiter
 }
 
 // New builds a node; Serve starts it.
@@ -131,15 +120,15 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s := &Server{
 		cfg: cfg, keys: newKeyCache(d.Credentials, cfg.KeyCacheTTL, keyCacheSize, d.Now), limiter: d.Limiter,
 		log: d.Log, now: d.Now, origins: map[string]bool{cfg.DocsOrigin: true},
-		hasher: store.NewHasher(cfg.KeyPepper), cache: d.Cache, fallback: d.Fallback,
-		repairs: make(chan struct{}, 16),
-		prices:  newPriceCache(cfg.PriceCacheTTL, 300_000, time.Now),
-		pages:   newPageCache(cfg.PriceCacheTTL, 1024, 32<<20, time.Now),
+		hasher: store.NewHasher(cfg.KeyPepper), reader: d.Reader,
 	}
-	if d.Cache != nil {
-		s.search = newSearchIndex(listedSummaries{cache: d.Cache, fallback: d.Fallback})
-		if d.Log != nil {
-			s.search.log = d.Log
+	if d.Reader != nil {
+		s.search = newSearchIndex(d.Reader)
+		s.search.log = d.Log
+		// The index follows the same change notices as node memory.
+		d.Reader.OnChange(s.followChange)
+		if err := d.Reader.Register(d.Registry); err != nil {
+			return nil, fmt.Errorf("api: register the reader's metrics: %w", err)
 		}
 	}
 	for _, o := range cfg.AppOrigins {
@@ -214,7 +203,7 @@ func (s *Server) subscribe(nc *nats.Conn) (err error) {
 	}
 	s.subs = append(s.subs, keySub)
 	var changeSub *nats.Subscription
-	if s.search != nil {
+	if s.reader != nil {
 		if changeSub, err = nc.Subscribe(s.cfg.NoticeSubject, s.onChangeNotice); err != nil {
 			return err
 		}
@@ -236,7 +225,7 @@ func (s *Server) subscribe(nc *nats.Conn) (err error) {
 			s.log.Warn("key notices lost (slow consumer): cached keys dropped", "subject", sub.Subject)
 			s.keys.flush()
 		case sub != nil && sub == changeSub && errors.Is(err, nats.ErrSlowConsumer):
-			s.log.Warn("change notices lost (slow consumer): held prices and pages dropped, search reloads", "subject", sub.Subject)
+			s.log.Warn("change notices lost (slow consumer): node memory dropped, search reloads", "subject", sub.Subject)
 			s.forgetHeld()
 		case s.prevErr == nil:
 			s.log.Warn("nats error", "err", err)
@@ -268,13 +257,11 @@ func (s *Server) unsubscribe() {
 	}
 }
 
-// forgetHeld drops the price items and pages the node holds and reloads its
-// search index: change notices may have been missed.
+// forgetHeld drops what the node holds of the cache (node memory, and the
+// search index reloads): change notices may have been missed.
 func (s *Server) forgetHeld() {
-	s.prices.flush()
-	s.pages.flush()
-	if s.search != nil {
-		s.search.RequestReload()
+	if s.reader != nil {
+		s.reader.Forget()
 	}
 }
 
@@ -284,7 +271,7 @@ func (s *Server) routes() {
 	v1 := s.app.Group("/public/v1")
 	v1.Get("/openapi.json", s.openAPI)
 	v1.Get("/key", s.guard(""), s.getKey)
-	if s.cache != nil {
+	if s.reader != nil {
 		v1.Get("/events", s.guard(store.ScopeMarketsRead), s.listEvents)
 		v1.Get("/events/:universal_id", s.guard(store.ScopeMarketsRead), s.getEvent)
 		v1.Get("/markets/search", s.guard(store.ScopeMarketsRead), s.searchEvents)
@@ -293,7 +280,7 @@ func (s *Server) routes() {
 	}
 	// Anything else under /public/v1 passes the same checks, then is 404.
 	v1.Use(s.guard(""), func(c *fiber.Ctx) error {
-		if err := s.admit(c, nil); err != nil {
+		if err := s.admit(c); err != nil {
 			return err
 		}
 		return fail(KindNotFound, "no such route: see /public/v1/openapi.json")

@@ -168,7 +168,7 @@ func cwStartNode(t *testing.T, e *env, c *cache.Cache, noticeSubject string) *no
 			Limit: 1_000_000, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: 5 * time.Minute, Prefix: e.prefix,
 			Timeout: 50 * time.Millisecond,
 		},
-		listen: "127.0.0.1:0", rdb: e.rdb, creds: e.st, cache: c, fallback: e.st, load: true,
+		listen: "127.0.0.1:0", rdb: e.rdb, creds: e.st, cache: c, fallback: e.st, load: true, reader: readerConfig(),
 	})
 }
 

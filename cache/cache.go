@@ -16,6 +16,8 @@
 //	P{i}:ok             string  the listing is whole (a rebuild finished)
 //	P{i}:lock:<name>    string  a worker's lock (TryLock), with a TTL
 //	P{i}:cursor:<name>  string  a position workers share (anti-entropy's walk)
+//	P{n}:seq            string  the change number writers take before they
+//	                            write (Apply; see seq.go)
 //
 // Every document write is one Lua script on keys of one hash slot, guarded by
 // the revision the store took under the document's row lock: an older write
@@ -157,8 +159,21 @@ func forceArg(force bool) string {
 // Apply renders and writes everything a committed batch changed, in one
 // pipeline. It is safe to repeat: writes are guarded by revision and trades
 // are a set.
-func (c *Cache) Apply(ctx context.Context, res *store.Result) error {
-	return c.exec(ctx, func(p redis.Pipeliner) {
+//
+// It first takes a change number (see seq.go) and returns it: the writer
+// names it in the change notice it sends once Apply returns, which is what
+// lets API nodes know when their memory may answer (Reader). A batch with
+// nothing to write takes none (0). After an error the number is returned
+// too when one was taken: part of the batch may have been written.
+func (c *Cache) Apply(ctx context.Context, res *store.Result) (int64, error) {
+	if len(res.Events)+len(res.Markets)+len(res.Trades) == 0 {
+		return 0, nil
+	}
+	seq, err := c.takeSeq(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return seq, c.exec(ctx, func(p redis.Pipeliner) {
 		for _, d := range res.Events {
 			c.queueEvent(ctx, p, c.rules.RenderEvent(d), false)
 		}

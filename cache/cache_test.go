@@ -24,7 +24,7 @@ func newCache(t *testing.T) (*cache.Cache, *redis.Client, string) {
 
 func apply(t *testing.T, c *cache.Cache, res *store.Result) {
 	t.Helper()
-	if err := c.Apply(context.Background(), res); err != nil {
+	if _, err := c.Apply(context.Background(), res); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 }

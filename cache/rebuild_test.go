@@ -41,8 +41,9 @@ func dump(t *testing.T, rdb redis.UniversalClient, prefix string) map[string]str
 	ctx := context.Background()
 	out := map[string]string{}
 	for _, key := range scanKeys(t, rdb, prefix+"*") {
-		if strings.HasSuffix(key, "{i}:ok") || strings.Contains(key, "{i}:cursor:") || strings.Contains(key, "{i}:lock:") {
-			continue // the rebuild's completion marker, workers' bookkeeping: not documents
+		if strings.HasSuffix(key, "{i}:ok") || strings.Contains(key, "{i}:cursor:") || strings.Contains(key, "{i}:lock:") ||
+			strings.HasSuffix(key, "{n}:seq") {
+			continue // the rebuild's completion marker, writers' and workers' bookkeeping: not documents
 		}
 		typ, err := rdb.Type(ctx, key).Result()
 		if err != nil {

@@ -12,8 +12,8 @@ import (
 	"github.com/marketdata/marketdata/store"
 )
 
-// The reads an API node queues on its one Redis round trip per request
-// (the pipeline that also carries the request's limits), and their parsing.
+// The reads the Reader queues on its shared round trips (trips.go), and
+// their parsing.
 
 // QueueEvent queues the read of an event's document.
 func (c *Cache) QueueEvent(p redis.Pipeliner, id string) *redis.SliceCmd {
@@ -21,8 +21,7 @@ func (c *Cache) QueueEvent(p redis.Pipeliner, id string) *redis.SliceCmd {
 }
 
 // errNotRead means a queued read has no answer: the round trip meant to
-// carry it did not run (the limiter stopped waiting for Redis and decided
-// alone). Callers read the store, as for any failed read.
+// carry it did not run. Callers read the store, as for any failed read.
 var errNotRead = errors.New("cache: the queued read was not sent")
 
 // ParseEvent reads a queued event document.
@@ -181,7 +180,8 @@ func (c *Cache) EnsureComplete(ctx context.Context, src Source) (bool, RebuildSt
 }
 
 // ApplyDocs writes documents read from the store to repair what Redis lost.
-// The revisions guard them like any ingest write.
-func (c *Cache) ApplyDocs(ctx context.Context, events []store.EventDoc, markets []store.MarketDoc, trades []store.Trade) error {
+// The revisions guard them like any ingest write. It returns the change
+// number the write took, for the repair's change notice (see Apply).
+func (c *Cache) ApplyDocs(ctx context.Context, events []store.EventDoc, markets []store.MarketDoc, trades []store.Trade) (int64, error) {
 	return c.Apply(ctx, &store.Result{Events: events, Markets: markets, Trades: trades})
 }

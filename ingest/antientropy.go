@@ -41,7 +41,7 @@ type AntiEntropyCache interface {
 	ListingComplete(ctx context.Context) (bool, error)
 	ReadRevisions(ctx context.Context, events, markets []string) (cache.Revisions, error)
 	ReadTradeWindows(ctx context.Context, markets []string) (map[string]cache.TradeWindow, error)
-	ApplyDocs(ctx context.Context, events []store.EventDoc, markets []store.MarketDoc, trades []store.Trade) error
+	ApplyDocs(ctx context.Context, events []store.EventDoc, markets []store.MarketDoc, trades []store.Trade) (int64, error)
 	TryLock(ctx context.Context, name, token string, ttl time.Duration) (release func(), ok bool, err error)
 	Cursor(ctx context.Context, name string) (string, error)
 	SetCursor(ctx context.Context, name, v string) error
@@ -440,9 +440,11 @@ func (a *AntiEntropy) repair(ctx context.Context, st PassStats, events, markets,
 	if len(evDocs)+len(mkDocs)+len(trades) == 0 {
 		return st, nil
 	}
-	if err := a.cache.ApplyDocs(ctx, evDocs, mkDocs, trades); err != nil {
+	seq, err := a.cache.ApplyDocs(ctx, evDocs, mkDocs, trades)
+	if err != nil {
 		return st, fmt.Errorf("ingest: anti-entropy: rewrite: %w", err)
 	}
+	n.Seq = seq
 	if a.metrics != nil {
 		a.metrics.Repaired.WithLabelValues("event").Add(float64(st.Events))
 		a.metrics.Repaired.WithLabelValues("listing").Add(float64(st.Listings))
@@ -476,12 +478,12 @@ type watchedCache struct {
 	failed atomic.Bool
 }
 
-func (w *watchedCache) Apply(ctx context.Context, res *store.Result) error {
-	err := w.Cache.Apply(ctx, res)
+func (w *watchedCache) Apply(ctx context.Context, res *store.Result) (int64, error) {
+	seq, err := w.Cache.Apply(ctx, res)
 	if err != nil {
 		w.failed.Store(true)
 	} else if w.failed.CompareAndSwap(true, false) {
 		w.ae.Trigger()
 	}
-	return err
+	return seq, err
 }

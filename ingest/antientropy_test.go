@@ -57,7 +57,7 @@ func ingestBatch(t *testing.T, st *store.Store, c *cache.Cache, b store.Batch) {
 	if err != nil {
 		t.Fatalf("apply batch: %v", err)
 	}
-	if err := c.Apply(ctx, res); err != nil {
+	if _, err := c.Apply(ctx, res); err != nil {
 		t.Fatalf("cache batch: %v", err)
 	}
 }
@@ -154,6 +154,9 @@ func TestAntiEntropyRepairsLostWrites(t *testing.T) {
 		var page notice.Change
 		if err := json.Unmarshal(msg.Data, &page); err != nil {
 			t.Fatal(err)
+		}
+		if page.Seq == 0 {
+			t.Errorf("anti-entropy notice %+v without the change number its write took", page)
 		}
 		n.Events = append(n.Events, page.Events...)
 		n.Markets = append(n.Markets, page.Markets...)
@@ -362,9 +365,9 @@ type flakyCache struct {
 	fail atomic.Bool
 }
 
-func (f *flakyCache) Apply(ctx context.Context, res *store.Result) error {
+func (f *flakyCache) Apply(ctx context.Context, res *store.Result) (int64, error) {
 	if f.fail.Load() {
-		return errors.New("cache: write: dial tcp 127.0.0.1:1: connect: connection refused")
+		return 0, errors.New("cache: write: dial tcp 127.0.0.1:1: connect: connection refused")
 	}
 	return f.Cache.Apply(ctx, res)
 }
@@ -397,7 +400,7 @@ func TestAntiEntropyAfterWriteErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	flaky.fail.Store(true)
-	if err := w.Apply(ctx, res); err == nil {
+	if _, err := w.Apply(ctx, res); err == nil {
 		t.Fatal("write while failing: got no error")
 	}
 	flaky.fail.Store(false)
@@ -406,7 +409,7 @@ func TestAntiEntropyAfterWriteErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Apply(ctx, res3); err != nil {
+	if _, err := w.Apply(ctx, res3); err != nil {
 		t.Fatal(err)
 	}
 	want := rebuiltDump(t, e.st, e.rules)

@@ -58,13 +58,14 @@ func (w *Worker) apply(ctx context.Context, items []*inflight) error {
 		}
 	}
 	var res *store.Result
+	var seq int64
 	if b.Len() > 0 {
 		var err error
 		if res, err = w.store.ApplyBatch(ctx, &b); err != nil {
 			w.metrics.Failures.WithLabelValues("postgres").Inc()
 			return err
 		}
-		if err := w.cache.Apply(ctx, res); err != nil {
+		if seq, err = w.cache.Apply(ctx, res); err != nil {
 			w.metrics.Failures.WithLabelValues("redis").Inc()
 			return err
 		}
@@ -97,7 +98,7 @@ func (w *Worker) apply(ctx context.Context, items []*inflight) error {
 		w.metrics.Messages.WithLabelValues(kind, outcome).Inc()
 	}
 	if res != nil {
-		w.notify(res)
+		w.notify(res, seq)
 	}
 	return nil
 }

@@ -135,6 +135,9 @@ func TestApplyEachKind(t *testing.T) {
 		if err := json.Unmarshal((<-notices).Data, &n); err != nil {
 			t.Fatalf("notice: %v", err)
 		}
+		if n.Seq == 0 {
+			t.Errorf("change notice %+v without the change number its write took", n)
+		}
 		for _, id := range n.Events {
 			seen["event:"+id] = true
 		}
@@ -219,10 +222,10 @@ func TestLateCacheWrite(t *testing.T) {
 		return res
 	}
 	older, newer := apply(1, "older"), apply(2, "newer")
-	if err := e.cache.Apply(ctx, newer); err != nil {
+	if _, err := e.cache.Apply(ctx, newer); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.cache.Apply(ctx, older); err != nil {
+	if _, err := e.cache.Apply(ctx, older); err != nil {
 		t.Fatal(err)
 	}
 	got, err := e.cache.Event(ctx, "EV-L")

@@ -158,8 +158,9 @@ func dump(t *testing.T, rdb *redis.Client, prefix string) map[string]string {
 	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 	for iter.Next(ctx) {
 		key := iter.Val()
-		if strings.HasSuffix(key, "{i}:ok") || strings.Contains(key, "{i}:cursor:") || strings.Contains(key, "{i}:lock:") {
-			continue // the rebuild's completion marker, workers' bookkeeping: not documents
+		if strings.HasSuffix(key, "{i}:ok") || strings.Contains(key, "{i}:cursor:") || strings.Contains(key, "{i}:lock:") ||
+			strings.HasSuffix(key, "{n}:seq") {
+			continue // the rebuild's completion marker, writers' and workers' bookkeeping: not documents
 		}
 		var val string
 		switch typ := rdb.Type(ctx, key).Val(); typ {

@@ -14,8 +14,8 @@ func PublishFlush(nc *nats.Conn, subject string) error {
 	return notice.Publish(nc, subject, notice.Change{Flush: true}.Encode())
 }
 
-func (w *Worker) notify(res *store.Result) {
-	var n notice.Change
+func (w *Worker) notify(res *store.Result, seq int64) {
+	n := notice.Change{Seq: seq}
 	for _, d := range res.Events {
 		n.Events = append(n.Events, d.ID)
 	}

@@ -56,10 +56,11 @@ func (w *Worker) Sweep(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := w.cache.Apply(ctx, res); err != nil {
+		seq, err := w.cache.Apply(ctx, res)
+		if err != nil {
 			return err
 		}
-		w.notify(res)
+		w.notify(res, seq)
 	}
 	return w.store.SetSweepCursor(ctx, cut)
 }

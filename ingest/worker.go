@@ -25,9 +25,10 @@ type Store interface {
 	SetSweepCursor(ctx context.Context, at time.Time) error
 }
 
-// Cache is what the worker needs of the snapshots.
+// Cache is what the worker needs of the snapshots. Apply returns the
+// change number the write took, which the change notice names.
 type Cache interface {
-	Apply(ctx context.Context, res *store.Result) error
+	Apply(ctx context.Context, res *store.Result) (int64, error)
 }
 
 var (

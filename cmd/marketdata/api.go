@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/marketdata/marketdata/api"
+	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/internal/ratelog"
 	"github.com/marketdata/marketdata/ratelimit"
@@ -67,7 +68,7 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	// Keys are read from the primary: a lagging replica could hand back a
 	// key just revoked, and caching it would outlast the contract's 1 s.
 	// Data reads go to the replica, and to the primary while it is down.
-	var fallback api.Fallback = primary
+	var fallback cache.Store = primary
 	stores := []*store.Store{primary}
 	var replica *store.Store
 	if cfg.DatabaseReadURL != cfg.DatabaseURL {
@@ -119,12 +120,22 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	if err := limiter.Register(reg); err != nil {
 		return err
 	}
+	reader, err := cache.NewReader(newCache(rdb, cfg), fallback, cache.DefaultReaderConfig(), cache.ReaderDeps{
+		Log: log,
+		Publish: func(n notice.Change) error {
+			return notice.Publish(nc, noticeSubject, n.Encode())
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer reader.Close()
 	ac := api.DefaultConfig()
 	ac.DocsOrigin, ac.AppOrigins, ac.TrustedProxies = cfg.DocsOrigin, cfg.AppOrigins, cfg.TrustedProxies
 	ac.KeyPepper, ac.CursorSecret = cfg.KeyPepper, cfg.CursorSecret
 	ac.NoticeSubject, ac.MaxConns, ac.KeyStaleMax = noticeSubject, cfg.MaxConns, cfg.KeyStaleMax
 	srv, err := api.New(ac, api.Deps{
-		Credentials: primary, Cache: newCache(rdb, cfg), Fallback: fallback,
+		Credentials: primary, Reader: reader,
 		Limiter: limiter, NC: nc, Log: log, Registry: reg,
 	})
 	if err != nil {

@@ -104,7 +104,7 @@ func loadReads(ctx context.Context, sb *Sandbox, dsn string, w *readsWorld, batc
 				res, err := st.ApplyBatch(lctx, b)
 				if err == nil {
 					applied.Add(int64(len(res.Applied)))
-					err = c.Apply(lctx, res)
+					_, err = c.Apply(lctx, res)
 				}
 				if err != nil {
 					once.Do(func() { firstErr = err; cancel() })

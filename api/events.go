@@ -1,0 +1,72 @@
+package api
+
+import (
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/marketdata/marketdata/store"
+)
+
+// getEvent answers GET /events/{universal_id}.
+func (s *Server) getEvent(c *fiber.Ctx) error {
+	id := strings.Clone(c.Params("universal_id"))
+	if err := s.admit(c); err != nil {
+		return err
+	}
+	if !store.ValidID(id) {
+		return fail(KindNotFound, "no event has this id")
+	}
+	ev, err := s.reader.Event(c.UserContext(), id)
+	switch {
+	case err != nil:
+		return readFailed(err)
+	case ev.Body != nil:
+		return send(c, ev.Body)
+	case ev.MergedInto != "":
+		return &Error{Kind: KindNotFound, Message: "the event was merged into " + ev.MergedInto, MergedInto: ev.MergedInto}
+	default:
+		return fail(KindNotFound, "no served event has this id")
+	}
+}
+
+// listEvents answers GET /events: a page of active served events in
+// ascending id order, walked with a cursor.
+func (s *Server) listEvents(c *fiber.Ctx) error {
+	q, perr := parseListQuery(param(c, "limit"), param(c, "category"), param(c, "venue"), param(c, "min_venues"), c.Query("cursor"))
+	cred := credential(c)
+	if cred == nil {
+		return errNoCredential
+	}
+	binding := cursorBinding{route: "events", account: cred.Account.ID, filters: filterKey(q.filter)}
+	var after string
+	if perr == nil && q.cursor != "" {
+		var err error
+		if after, err = decodeCursor(s.cfg.CursorSecret, binding, q.cursor); err != nil {
+			perr = invalidParam("cursor is malformed, altered, or was issued for other filters, another route or another account")
+		}
+	}
+	if err := s.admit(c); err != nil {
+		return err
+	}
+	if perr != nil {
+		return perr
+	}
+	// One more than the page shows: whether it is there says if a next
+	// page exists.
+	pg, err := s.reader.Page(c.UserContext(), q.filter, after, q.limit+1)
+	if err != nil {
+		return readFailed(err)
+	}
+	// The page may be shared with other requests (node memory): read it,
+	// never change it.
+	ids, sums := pg.IDs, pg.Summaries
+	var next []byte
+	if len(ids) > q.limit {
+		ids, sums = ids[:q.limit], sums[:q.limit]
+		next = []byte(`"` + encodeCursor(s.cfg.CursorSecret, binding, ids[len(ids)-1]) + `"`)
+	}
+	// An id read without its summary (pruned by a rebuild at that moment)
+	// moves the cursor but is not shown.
+	return sendList(c, sums, next, true)
+}

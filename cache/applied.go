@@ -1,0 +1,132 @@
+package cache
+
+import (
+	"sync"
+	"time"
+)
+
+// restartJump is a jump of the change number no run of writers makes: a
+// number this far above the ones applied means Redis lost its counter
+// (seq.go restarts it at its clock), one this far below means someone reset
+// it. Writers take some thousands a second; a million is hours of them.
+const restartJump = 1 << 20
+
+// appliedSeqs tracks which change numbers the node has applied the notices
+// of (see Reader for why): applied is the highest number such that the
+// notice of every number up to it has arrived. Notices arrive out of order
+// (several ingest workers, anti-entropy, repairs by other nodes), so the
+// numbers above applied that arrived wait in above until the gap below them
+// closes.
+type appliedSeqs struct {
+	// wait is how long a gap may stay open before its notices count as lost.
+	wait time.Duration
+	now  func() time.Time
+	// forget drops everything node memory holds; it runs with mu held, so
+	// that no reader trusts the memory between the drop and the jump.
+	forget func()
+	// onJump reports a jump over a gap: lost notices (lost > 0), or the
+	// start or a restart of the counter (lost == 0). It runs with mu held.
+	onJump func(lost int64, restarted bool)
+
+	mu      sync.Mutex
+	applied int64
+	above   map[int64]struct{}
+	// highest is the highest number seen, in a notice or read from Redis.
+	highest int64
+	// gapSince is when the gap above applied was first seen (zero: none),
+	// gapAt the applied it was seen with.
+	gapSince time.Time
+	gapAt    int64
+}
+
+func newAppliedSeqs(wait time.Duration, now func() time.Time, forget func(), onJump func(lost int64, restarted bool)) *appliedSeqs {
+	return &appliedSeqs{wait: wait, now: now, forget: forget, onJump: onJump, above: map[int64]struct{}{}}
+}
+
+// arrived records the notice of seq, once the notice's drops are done: a
+// reader that sees seq applied must find its ids gone. 0 is a notice whose
+// writer took no number.
+func (a *appliedSeqs) arrived(seq int64) {
+	if seq <= 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if seq <= a.applied {
+		if a.applied-seq > restartJump {
+			// The counter was set back: nothing applied says anything of
+			// the new numbers.
+			a.restart(seq)
+		}
+		// Else a notice later than its gap's wait: what it names was
+		// dropped all the same.
+		return
+	}
+	a.above[seq] = struct{}{}
+	a.highest = max(a.highest, seq)
+	a.advance()
+}
+
+// mayServe reports whether node memory may answer a request for which Redis
+// said cur, the change number read after the request arrived: every notice
+// up to cur has been applied. Else writes are in flight whose notices have
+// not arrived, and the request must read Redis.
+func (a *appliedSeqs) mayServe(cur int64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.applied-cur > restartJump {
+		a.restart(cur)
+		return false
+	}
+	a.highest = max(a.highest, cur)
+	a.advance()
+	return cur <= a.applied
+}
+
+// advance moves applied over the numbers that arrived in order, and jumps
+// over a gap that stayed open longer than wait: its notices were lost (a
+// publisher died between its write and its notice, NATS dropped them), so
+// node memory is dropped instead, and the gap closed. mu is held.
+func (a *appliedSeqs) advance() {
+	for {
+		if _, ok := a.above[a.applied+1]; !ok {
+			break
+		}
+		delete(a.above, a.applied+1)
+		a.applied++
+	}
+	if a.highest <= a.applied {
+		a.gapSince = time.Time{}
+		return
+	}
+	now := a.now()
+	if a.gapSince.IsZero() || a.gapAt != a.applied {
+		a.gapSince, a.gapAt = now, a.applied
+		return
+	}
+	if now.Sub(a.gapSince) < a.wait {
+		return
+	}
+	a.forget()
+	jump := a.highest - a.applied
+	switch {
+	case a.applied == 0:
+		a.onJump(0, false) // the node's start: it never had notices to lose
+	case jump > restartJump:
+		a.onJump(0, true)
+	default:
+		a.onJump(jump-int64(len(a.above)), false)
+	}
+	a.applied = a.highest
+	clear(a.above)
+	a.gapSince = time.Time{}
+}
+
+// restart forgets node memory and starts over from seq. mu is held.
+func (a *appliedSeqs) restart(seq int64) {
+	a.forget()
+	a.onJump(0, true)
+	a.applied, a.highest = seq, seq
+	clear(a.above)
+	a.gapSince = time.Time{}
+}

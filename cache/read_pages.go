@@ -1,0 +1,114 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/store"
+)
+
+// Page is one read of the /events listing: up to count listed events above
+// a cursor, ascending by id, and their summaries. An id whose summary is
+// gone (pruned by a rebuild at that moment) has a nil summary: it moves the
+// cursor but is not shown. Pages are shared between requests (node
+// memory): read them, never change them.
+type Page struct {
+	IDs       []string
+	Summaries [][]byte
+}
+
+// pageKey is one read of the listing: a set, the id the page starts above
+// ("" from the start) and how many ids were asked for. The answer's
+// next_cursor is bound to the caller's account, so the API makes it per
+// request; it is never part of what is held.
+type pageKey struct {
+	set, after string
+	count      int
+}
+
+// ListSet names the listing set of an /events filter.
+func ListSet(f store.ListFilter) string {
+	minVenues := ""
+	if f.MinVenues >= 2 {
+		minVenues = strconv.Itoa(f.MinVenues)
+	}
+	return SetName(f.Category, f.Venue, minVenues)
+}
+
+// Page returns up to count listed events of filter f with ids above after.
+// The pages many clients poll (the first of a filter, mostly) are held in
+// node memory; pages read from the store (while Redis does not hold the
+// whole listing) are not.
+func (r *Reader) Page(ctx context.Context, f store.ListFilter, after string, count int) (Page, error) {
+	k := pageKey{set: ListSet(f), after: after, count: count}
+	epoch := r.g.now()
+	if pg, ok := r.pages.get(k); ok {
+		v := r.roundTrip(ctx, nil)
+		if pg, ok = stillHeld(r, v, epoch, pg, func() (Page, bool) { return r.pages.get(k) }); ok {
+			r.count(resPage, layerMemory, 1)
+			return pg, nil
+		}
+	}
+	var cmd *redis.Cmd
+	v := r.roundTrip(ctx, func(p redis.Pipeliner) { cmd = r.cache.QueueListPage(p, k.set, after, count) })
+	redisErr := v.redisErr
+	if redisErr == nil {
+		ids, sums, err := r.cache.ParseListPage(ctx, cmd, k.set, after, count)
+		if err == nil {
+			pg := Page{IDs: ids, Summaries: sums}
+			if v.keep {
+				k.after = strings.Clone(after)
+				r.pages.put(k, pg, epoch)
+			}
+			r.count(resPage, layerRedis, 1)
+			return pg, nil
+		}
+		// The listing is not whole in Redis (or the read failed): the
+		// store has it all.
+		redisErr = err
+	}
+	events, err := r.store.ListedEvents(ctx, f, after, count)
+	if err != nil {
+		if errors.Is(redisErr, ErrListingIncomplete) {
+			redisErr = nil // Redis answered; only the store failed
+		}
+		return Page{}, unavailable(redisErr, err)
+	}
+	r.count(resPage, layerStore, 1)
+	var pg Page
+	for i := range events {
+		d := r.rules.RenderEvent(store.EventDoc{ID: events[i].ID, Event: &events[i]})
+		pg.IDs, pg.Summaries = append(pg.IDs, events[i].ID), append(pg.Summaries, d.Summary)
+	}
+	return pg, nil
+}
+
+// pageWeight is what a held page counts against PageBytes.
+func pageWeight(k pageKey, pg Page) uint32 {
+	n := entryOverhead + len(k.set) + len(k.after)
+	for i := range pg.IDs {
+		n += len(pg.IDs[i]) + len(pg.Summaries[i]) + 40 // the slices' headers
+	}
+	return uint32(n)
+}
+
+// pagesHolding matches the held pages whose id range holds one of the
+// events ids (an event that appeared, changed, resolved or merged there):
+// a page with fewer ids than asked for reached the end of its set, so any
+// id above its start may join it; a full one covers up to its last id.
+func pagesHolding(ids []string) func(pageKey, Page) bool {
+	sorted := slices.Sorted(slices.Values(ids))
+	return func(k pageKey, pg Page) bool {
+		// The lowest id above the page's start decides: in its range or not.
+		i, found := slices.BinarySearch(sorted, k.after)
+		if found {
+			i++
+		}
+		return i < len(sorted) && (len(pg.IDs) < k.count || sorted[i] <= pg.IDs[len(pg.IDs)-1])
+	}
+}

@@ -1,0 +1,382 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/internal/notice"
+	"github.com/marketdata/marketdata/internal/ratelog"
+	"github.com/marketdata/marketdata/store"
+)
+
+// Reader answers the API's reads, per resource: node memory, else Redis,
+// else the store (Postgres), and then a background repair of what Redis
+// answered as missing. Its methods return wire-ready bytes; callers never
+// know which layer answered (the metric marketdata_reads_total does).
+//
+// # Node memory and change notices
+//
+// The node keeps recent answers (price items, event documents, /events
+// pages, and ids that Redis and the store both say are unknown) for at most
+// TTL. Every writer of the cache (ingest batches, anti-entropy, repairs by
+// any node) announces what it rewrote in a change notice; Notice drops
+// those ids from memory at once. A read takes the memory's epoch before it
+// goes to Redis and stores its answer only if no drop happened meanwhile
+// (guard), so an answer read before a drop never outlives it.
+//
+// # Monotonic reads across nodes
+//
+// Dropping on notices is not enough when a client polls several nodes:
+// node A may read version v from Redis before node B has applied the
+// notice that drops v-1 from B's memory, and the client would see v, then
+// v-1. So every write takes a change number first (Cache.Apply: INCR in a
+// round trip of its own, then the documents, then the notice naming the
+// number), the Reader tracks applied (every number up to it has had its
+// notice applied), and a request may answer from memory only when the
+// current number, read from Redis after the request arrived, is at most
+// applied. Why that suffices: suppose a client saw a write w (number s)
+// before sending this request. w's INCR happened before w's write, which
+// happened before the client saw it, which was before this request arrived,
+// before the number was read: so the number read is at least s. If it is at
+// most applied, w's notice was applied here before the check, and its drop
+// came before that (Notice drops, then records the number). An answer in
+// memory now was either stored after the drop — by a read whose epoch was
+// taken after the drop (a store checks the epoch), so it read Redis after w
+// was written, and shows w or newer — or it is not there: the drop removed
+// it. (Answers looked up before the check are looked up again when the
+// epoch moved since.) Otherwise notices are in flight: the request reads
+// Redis and stores nothing.
+//
+// A number whose notice never comes (the writer died between write and
+// notice, NATS dropped it) would stop memory from answering for good: a gap
+// open longer than NoticeWait drops all of node memory and is closed,
+// counted in marketdata_read_notices_lost_total. A Redis that lost its data
+// restarts the counter at its clock (seq.go), far above what the node
+// applied, which it handles the same way; a counter set far below applied
+// also drops all and starts over from it. What this does not cover: a
+// write that completes after its number was given up for lost and whose
+// notice is lost too (TTL bounds that), writes a Redis Cluster failover
+// loses (anti-entropy rewrites them, with a number), and Rebuild, which
+// takes no number: it rewrites what the store holds and ends with a flush
+// notice, which drops everything.
+//
+// When Redis does not answer, memory serves what it holds (within TTL) and
+// the store answers the rest: degraded, as the node was before.
+type Reader struct {
+	cache   *Cache
+	store   Store
+	rules   Rules
+	cfg     ReaderConfig
+	log     *slog.Logger
+	publish func(notice.Change) error
+
+	g      guard
+	prices *memory[string, PriceItem]
+	events *memory[string, EventItem]
+	pages  *memory[pageKey, Page]
+	trips  *trips
+	seqs   *appliedSeqs
+	// stopClock stops node memory's clock (nil: a test's clock).
+	stopClock func()
+
+	subsMu sync.RWMutex
+	subs   []func(notice.Change)
+
+	// repairs bounds the background repairs in flight.
+	repairs              chan struct{}
+	repairWarn, lostWarn ratelog.Limiter
+
+	reads      *prometheus.CounterVec
+	readsAt    [numResources][numLayers]prometheus.Counter
+	lost       prometheus.Counter
+	collectors []prometheus.Collector
+}
+
+// Store is what the Reader reads when Redis lacks a document (evicted,
+// flushed, not yet rebuilt) or does not answer: Postgres, or its read
+// replica (store.ReplicaReads).
+type Store interface {
+	EventDocsByID(ctx context.Context, ids []string) ([]store.EventDoc, error)
+	MarketDocsByID(ctx context.Context, ids []string) ([]store.MarketDoc, error)
+	NewestTrades(ctx context.Context, marketID string, limit int) ([]store.Trade, error)
+	ListedEvents(ctx context.Context, f store.ListFilter, after string, limit int) ([]store.Event, error)
+}
+
+var (
+	_ Store = (*store.Store)(nil)
+	_ Store = (*store.ReplicaReads)(nil)
+)
+
+// ReaderConfig sizes a Reader. cmd/marketdata sets every field; NewReader
+// refuses a value it cannot use.
+type ReaderConfig struct {
+	// TTL bounds how long node memory answers without a change notice
+	// (2s): the safety net under the notices, not the mechanism.
+	TTL time.Duration
+	// PriceBytes, EventBytes and PageBytes bound node memory per resource,
+	// in bytes of keys and bodies.
+	PriceBytes, EventBytes, PageBytes int
+	// NoticeWait is how long a gap in the change numbers may stay open
+	// before its notices count as lost (500ms).
+	NoticeWait time.Duration
+	// RedisTimeout bounds a request's wait for Redis; then it reads the
+	// store.
+	RedisTimeout time.Duration
+	// Repairs bounds the background repairs in flight.
+	Repairs int
+}
+
+// DefaultReaderConfig is the one home of the Reader's defaults: a 2 s TTL
+// (the bound docs/api.md gives without a notice), 64 + 32 + 32 MB of node
+// memory, a 500 ms notice gap, the limiter's 50 ms Redis budget, 16 repairs.
+func DefaultReaderConfig() ReaderConfig {
+	return ReaderConfig{
+		TTL: 2 * time.Second, PriceBytes: 64 << 20, EventBytes: 32 << 20, PageBytes: 32 << 20,
+		NoticeWait: 500 * time.Millisecond, RedisTimeout: 50 * time.Millisecond, Repairs: 16,
+	}
+}
+
+// ReaderDeps are a Reader's collaborators.
+type ReaderDeps struct {
+	// Log gets the repair and lost-notice warnings; nil discards them.
+	Log *slog.Logger
+	// Publish sends a repair's change notice to every node (with its
+	// change number). Nil: repairs are not announced, and every node counts
+	// their numbers as lost notices.
+	Publish func(notice.Change) error
+	// Now is the clock of the notice gaps; nil is time.Now.
+	Now func() time.Time
+	// memoryClock is node memory's clock (tests move it); nil is real time.
+	memoryClock otter.Clock
+}
+
+// Errors the Reader's methods return for callers to branch on.
+var (
+	// ErrUnavailable: neither Redis nor the store could answer; it wraps
+	// both causes.
+	ErrUnavailable = errors.New("cache: the data cannot be read right now")
+	// ErrNotFound: neither Redis nor the store knows the id.
+	ErrNotFound = errors.New("cache: unknown id")
+	// ErrNotServed: the id is known but not in the served set.
+	ErrNotServed = errors.New("cache: not served")
+)
+
+// NewReader returns a Reader over c (Redis) and st (the store).
+func NewReader(c *Cache, st Store, cfg ReaderConfig, d ReaderDeps) (*Reader, error) {
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{
+		{"TTL", cfg.TTL <= 0}, {"PriceBytes", cfg.PriceBytes <= 0}, {"EventBytes", cfg.EventBytes <= 0},
+		{"PageBytes", cfg.PageBytes <= 0}, {"NoticeWait", cfg.NoticeWait <= 0},
+		{"RedisTimeout", cfg.RedisTimeout <= 0}, {"Repairs", cfg.Repairs <= 0},
+	} {
+		if f.bad {
+			return nil, fmt.Errorf("cache: reader config: %s must be positive", f.name)
+		}
+	}
+	if c == nil || st == nil {
+		return nil, errors.New("cache: a reader needs a cache and a store")
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	r := &Reader{
+		cache: c, store: st, rules: c.Rules(), cfg: cfg, log: d.Log, publish: d.Publish,
+		trips:   newTrips(c, cfg.RedisTimeout),
+		repairs: make(chan struct{}, cfg.Repairs),
+	}
+	if d.memoryClock == nil {
+		// Memory checks its TTL on every read; the precise clock was a
+		// tenth of a 50-id snapshot's CPU. 10 ms of slack on a 2 s safety
+		// net is nothing.
+		coarse := otter.NewCoarseClock(10 * time.Millisecond)
+		r.stopClock = coarse.Stop
+		d.memoryClock = coarse
+	}
+	r.prices = newMemory(&r.g, memoryConfig[string, PriceItem]{
+		maxBytes: cfg.PriceBytes, ttl: cfg.TTL, clock: d.memoryClock,
+		weigh: func(id string, it PriceItem) uint32 { return uint32(entryOverhead + len(id) + len(it.Body)) },
+	})
+	r.events = newMemory(&r.g, memoryConfig[string, EventItem]{
+		maxBytes: cfg.EventBytes, ttl: cfg.TTL, clock: d.memoryClock,
+		weigh: func(id string, it EventItem) uint32 {
+			return uint32(entryOverhead + len(id) + len(it.Body) + len(it.MergedInto))
+		},
+	})
+	r.pages = newMemory(&r.g, memoryConfig[pageKey, Page]{
+		maxBytes: cfg.PageBytes, ttl: cfg.TTL, clock: d.memoryClock, weigh: pageWeight,
+	})
+	r.seqs = newAppliedSeqs(cfg.NoticeWait, d.Now, r.flushMemory, r.onJump)
+	r.metrics()
+	// Learn Redis's change number now: the node trusts its memory only
+	// NoticeWait after it first saw one (the notices of writes in flight
+	// when it started may still come), and that wait may as well run
+	// while the node loads.
+	go r.roundTrip(context.Background(), nil)
+	return r, nil
+}
+
+// entryOverhead is what an entry costs besides its key and body (otter's
+// node, the value's headers), in the weights that bound memory.
+const entryOverhead = 96
+
+// Close stops the Reader's background work (memory clean-up, round-trip
+// senders). Reads after Close time out on Redis.
+func (r *Reader) Close() {
+	r.trips.close()
+	r.prices.close()
+	r.events.close()
+	r.pages.close()
+	if r.stopClock != nil {
+		r.stopClock()
+	}
+}
+
+// OnChange registers fn to be called with every change notice after node
+// memory has applied it (Notice), and with a Flush after Forget: what else
+// the node keeps from the cache (the search index, streams) follows the
+// same notices. fn runs on the notice's goroutine and must not block.
+func (r *Reader) OnChange(fn func(notice.Change)) {
+	r.subsMu.Lock()
+	defer r.subsMu.Unlock()
+	r.subs = append(r.subs, fn)
+}
+
+// Notice applies one change notice: node memory drops what it names (all
+// of it for a flush), the change number is recorded (after the drops: see
+// Reader), then OnChange's subscribers are called. It is the one way
+// anything leaves node memory before its TTL.
+func (r *Reader) Notice(n notice.Change) {
+	if n.Flush {
+		r.flushMemory()
+	} else {
+		if len(n.Markets) > 0 {
+			r.prices.drop(n.Markets...)
+		}
+		if len(n.Events) > 0 {
+			r.events.drop(n.Events...)
+			r.pages.dropIf(pagesHolding(n.Events))
+		}
+		// Trades are not held: a notice's Trades drop nothing here.
+	}
+	r.seqs.arrived(n.Seq)
+	r.tell(n)
+}
+
+// Forget drops everything node memory holds and tells the subscribers to
+// reload (a Flush): notices may have been missed (NATS reconnected, the
+// subscription fell behind, a notice was unreadable).
+func (r *Reader) Forget() {
+	r.flushMemory()
+	r.tell(notice.Change{Flush: true})
+}
+
+func (r *Reader) tell(n notice.Change) {
+	r.subsMu.RLock()
+	defer r.subsMu.RUnlock()
+	for _, fn := range r.subs {
+		fn(n)
+	}
+}
+
+// flushMemory drops every resource the node holds.
+func (r *Reader) flushMemory() {
+	r.prices.flush()
+	r.events.flush()
+	r.pages.flush()
+}
+
+// onJump reports a gap of change numbers closed without its notices.
+func (r *Reader) onJump(lost int64, restarted bool) {
+	switch {
+	case lost > 0:
+		r.lost.Add(float64(lost))
+		r.lostWarn.Log(context.Background(), r.log, slog.LevelWarn,
+			"change notices lost: node memory dropped", "lost", lost)
+	case restarted:
+		r.log.Info("the cache's change numbers restarted (Redis lost or reset its counter): node memory dropped")
+	}
+}
+
+// unavailable is ErrUnavailable with its causes.
+func unavailable(redisErr, storeErr error) error {
+	return fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(redisErr, storeErr))
+}
+
+// recheck returns the held answers (indexes) that must be read from Redis
+// after all, once Redis answered a read's round trip: all of them when
+// notices are in flight, else those a drop took since the lookup at epoch
+// (get looks one up again and reports whether memory still holds it).
+func (r *Reader) recheck(v verdict, epoch uint64, held []int, get func(int) bool) []int {
+	if !v.trust {
+		return held
+	}
+	if r.g.now() == epoch {
+		return nil
+	}
+	var again []int
+	for _, i := range held {
+		if !get(i) {
+			again = append(again, i)
+		}
+	}
+	return again
+}
+
+// stillHeld reports whether an answer node memory held (it, looked up at
+// epoch) may be served once the read's round trip brought verdict v: when
+// Redis did not answer (degraded), or when no notice is in flight and no
+// drop happened since the lookup, or when memory still holds one after the
+// drop (get looks again: see Reader).
+func stillHeld[V any](r *Reader, v verdict, epoch uint64, it V, get func() (V, bool)) (V, bool) {
+	switch {
+	case v.redisErr != nil:
+		return it, true
+	case !v.trust:
+		return it, false
+	case r.g.now() == epoch:
+		return it, true
+	default:
+		return get()
+	}
+}
+
+// verdict is what a read may do with the answers node memory held, once
+// its round trip to Redis came back.
+type verdict struct {
+	// trust: the answers held may be served.
+	trust bool
+	// keep: answers read from Redis may be stored (no notice in flight).
+	keep bool
+	// redisErr: Redis did not answer the round trip (its commands must not
+	// be read); memory's answers are served, degraded.
+	redisErr error
+}
+
+// roundTrip sends queue (nil: nothing but the change number) and judges
+// node memory by the change number it brings back.
+func (r *Reader) roundTrip(ctx context.Context, queue func(redis.Pipeliner)) verdict {
+	seq, seqErr, err := r.trips.do(ctx, queue)
+	switch {
+	case err != nil:
+		return verdict{trust: true, redisErr: err}
+	case seqErr != nil:
+		return verdict{}
+	case r.seqs.mayServe(seq):
+		return verdict{trust: true, keep: true}
+	default:
+		return verdict{}
+	}
+}
