@@ -61,8 +61,12 @@ func fuzzNode(f *testing.F) (addr string, logs *testenv.LogBuffer) {
 	f.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		srv.Shutdown(ctx) //nolint:errcheck // the run is over
-		<-served
+		if err := srv.Shutdown(ctx); err != nil {
+			f.Errorf("shutdown: %v", err)
+		}
+		if err := <-served; err != nil {
+			f.Errorf("serve: %v", err)
+		}
 	})
 	return ln.Addr().String(), logs
 }

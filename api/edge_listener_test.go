@@ -54,7 +54,7 @@ func TestEdgeListenerRetries(t *testing.T) {
 		acceptErr(syscall.EMFILE), acceptErr(syscall.EMFILE), acceptErr(syscall.ENFILE),
 		acceptErr(syscall.ENOBUFS), acceptErr(syscall.ENOMEM),
 	}}, 4, time.Second, time.Second, m, slog.New(slog.NewTextHandler(&logs, nil)))
-	defer ln.Close()
+	defer ln.Close() //nolint:errcheck // closed again at the end; the test checks what accept returns, not this
 	client, err := net.Dial("tcp", inner.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +98,9 @@ func TestEdgeListenerPassesOtherErrors(t *testing.T) {
 	if _, err := ln.Accept(); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("Accept = %v, want EINVAL passed on", err)
 	}
-	ln.Close()
+	if err := ln.Close(); err != nil {
+		t.Errorf("Close = %v", err)
+	}
 	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Accept after Close = %v, want net.ErrClosed", err)
 	}

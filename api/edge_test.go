@@ -72,7 +72,7 @@ func send(t *testing.T, c net.Conn, br *bufio.Reader, raw string) rawAnswer {
 // writing anything.
 func wantClosedQuietly(t *testing.T, c net.Conn, br *bufio.Reader) {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck
+	c.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // a conn that cannot take a deadline fails the read below
 	b, err := io.ReadAll(br)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("connection still open after 10 s (read %q)", b)

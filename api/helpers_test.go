@@ -90,7 +90,7 @@ func newEnv(t *testing.T) *env {
 
 func randomBytes(n int) []byte {
 	b := make([]byte, n)
-	rand.Read(b) //nolint:errcheck // never fails
+	rand.Read(b) // crypto/rand.Read never fails
 	return b
 }
 
@@ -275,7 +275,9 @@ func (e *env) start(t *testing.T, cfg nodeConfig) *node {
 		if err := srv.Shutdown(sctx); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
-		<-served
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
 		nc.Close()
 		if t.Failed() {
 			t.Logf("node %s log:\n%.4000s", n.base, logs.String())

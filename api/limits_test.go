@@ -134,7 +134,7 @@ func limStart(t *testing.T, n int, rl ratelimit.Config, trusted []netip.Prefix) 
 			c.client.CloseIdleConnections()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			srv.Shutdown(ctx) //nolint:errcheck
+			srv.Shutdown(ctx) //nolint:errcheck // cleanup: the test has its answers
 		})
 		c.urls = append(c.urls, "http://"+ln.Addr().String()+"/public/v1/key")
 	}

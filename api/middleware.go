@@ -25,7 +25,7 @@ var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{8,64}$`)
 var (
 	requestIDPrefix = func() string {
 		b := make([]byte, 6)
-		rand.Read(b) //nolint:errcheck // never fails
+		rand.Read(b) // crypto/rand.Read never fails
 		return hex.EncodeToString(b)
 	}()
 	requestIDSeq atomic.Uint64

@@ -62,7 +62,7 @@ func (p *Presence) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer sub.Unsubscribe() //nolint:errcheck
+	defer sub.Unsubscribe() //nolint:errcheck // the connection may be closed already: nothing left to undo
 	t := time.NewTicker(p.interval)
 	defer t.Stop()
 	for {
