@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/marketdata/marketdata/internal/notice"
@@ -51,4 +52,37 @@ func (c Config) check() error {
 		return fmt.Errorf("api: Config.NoticeSubject is empty")
 	}
 	return nil
+}
+
+// Config is the node's configuration (contract §1). Every field with a
+// default must be set (New refuses a value it cannot use): start from
+// DefaultConfig.
+type Config struct {
+	DocsOrigin     string
+	AppOrigins     []string
+	TrustedProxies []netip.Prefix
+	KeyPepper      []byte
+	CursorSecret   []byte
+	// KeyCacheTTL bounds how long a cached key or account record is used
+	// without a change notice (10s).
+	KeyCacheTTL time.Duration
+	// KeyStaleMax is how long a key record fetched from Postgres may be
+	// served while Postgres cannot be reached (MD_KEY_STALE_MAX); 0 = never.
+	KeyStaleMax time.Duration
+	// KeyNoticeSubject carries key and access changes (notice.KeySubject).
+	KeyNoticeSubject string
+	// NoticeSubject carries ingest's change notices (notice.ChangeSubject).
+	NoticeSubject string
+	// SearchResync is how often the search index reloads in full (60s), the
+	// safety net for a lost change notice.
+	SearchResync time.Duration
+	// MaxConns caps the node's open client connections (MD_MAX_CONNS,
+	// 20000): at the cap it stops accepting until one closes.
+	MaxConns int
+	// RequestTimeout is how long a request may take to arrive in full,
+	// from its first byte (10s); then it is answered 408 and closed.
+	RequestTimeout time.Duration
+	// IdleTimeout closes a connection that waits this long for a request
+	// (60s), quietly.
+	IdleTimeout time.Duration
 }

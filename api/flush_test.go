@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/marketdata/marketdata/ingest"
 	"github.com/marketdata/marketdata/internal/testenv"
-	"github.com/redis/go-redis/v9"
 )
 
 // rtFlushPaths are read in this order after a flush: a snapshot first, whose

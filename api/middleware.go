@@ -3,6 +3,7 @@ package api
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"net/netip"
 	"regexp"
@@ -223,3 +224,43 @@ func setLimitHeaders(c *fiber.Ctx, r ratelimit.Result) {
 	c.Set("RateLimit-Remaining", itoa(r.Remaining))
 	c.Set("RateLimit-Reset", ratelimit.Seconds(r.ResetAfter))
 }
+
+// observe counts every answer by route template and status.
+func (s *Server) observe(c *fiber.Ctx) error {
+	start := time.Now()
+	err := c.Next()
+	if err != nil {
+		// Let the error handler write the answer now, so the status is known.
+		if herr := s.app.Config().ErrorHandler(c, err); herr != nil {
+			return herr
+		}
+	}
+	route := "unmatched"
+	if r := c.Route(); r != nil && r.Path != "/" {
+		route = r.Path
+	}
+	s.requests.WithLabelValues(route, strconv.Itoa(c.Response().StatusCode())).Inc()
+	s.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// credential is the authenticated key of the request.
+func credential(c *fiber.Ctx) *store.Credential {
+	return keyRecordOf(c).credential()
+}
+
+// keyRecordOf is the authenticated key of the request with its /key answer.
+func keyRecordOf(c *fiber.Ctx) *keyRecord {
+	rec, _ := c.Locals(localCred).(*keyRecord)
+	return rec
+}
+
+type localKey int
+
+const (
+	localCred localKey = iota
+	localAddr
+	localRequestID
+)
+
+var errNoCredential = errors.New("api: route reached without a credential")

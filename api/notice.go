@@ -1,6 +1,10 @@
 package api
 
 import (
+	"errors"
+	"fmt"
+	"time"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/marketdata/marketdata/internal/notice"
@@ -47,5 +51,85 @@ func (s *Server) followChange(n notice.Change) {
 		s.search.RequestReload()
 	case len(n.Events) > 0:
 		s.search.Enqueue(n.Events)
+	}
+}
+
+// subscribe listens to the key and change notices, and keeps what the node
+// holds safe when notices may have been missed: after a reconnect, and when
+// a notice subscription falls behind (the client then drops messages and
+// says so once, with ErrSlowConsumer; onChangeNotice also watches the
+// subscription's drop count). The connection's own handlers, if any, still
+// run.
+func (s *Server) subscribe(nc *nats.Conn) (err error) {
+	defer func() {
+		if err != nil {
+			s.unsubscribe()
+		}
+	}()
+	keySub, err := nc.Subscribe(s.cfg.KeyNoticeSubject, s.onKeyNotice)
+	if err != nil {
+		return err
+	}
+	s.subs = append(s.subs, keySub)
+	var changeSub *nats.Subscription
+	if s.reader != nil {
+		if changeSub, err = nc.Subscribe(s.cfg.NoticeSubject, s.onChangeNotice); err != nil {
+			return err
+		}
+		s.subs = append(s.subs, changeSub)
+	}
+	s.nc = nc
+	s.prevReconnect = nc.ReconnectHandler()
+	nc.SetReconnectHandler(func(c *nats.Conn) {
+		s.keys.flush()
+		s.forgetHeld()
+		if s.prevReconnect != nil {
+			s.prevReconnect(c)
+		}
+	})
+	s.prevErr = nc.ErrorHandler()
+	nc.SetErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
+		switch {
+		case sub != nil && sub == keySub && errors.Is(err, nats.ErrSlowConsumer):
+			s.log.Warn("key notices lost (slow consumer): cached keys dropped", "subject", sub.Subject)
+			s.keys.flush()
+		case sub != nil && sub == changeSub && errors.Is(err, nats.ErrSlowConsumer):
+			s.log.Warn("change notices lost (slow consumer): node memory dropped, search reloads", "subject", sub.Subject)
+			s.forgetHeld()
+		case s.prevErr == nil:
+			s.log.Warn("nats error", "err", err)
+		}
+		if s.prevErr != nil {
+			s.prevErr(c, sub, err) // the connection's own logging
+		}
+	})
+	// The subscriptions are live before the node serves: a notice sent
+	// from now on reaches it. While NATS reconnects they are re-sent on
+	// reconnect, whose handler forgets what the node holds anyway.
+	if err := nc.FlushTimeout(5 * time.Second); err != nil && !nc.IsReconnecting() {
+		return fmt.Errorf("api: subscribe to notices: %w", err)
+	}
+	return nil
+}
+
+// unsubscribe ends the notice subscriptions and gives the connection its
+// own handlers back.
+func (s *Server) unsubscribe() {
+	for _, sub := range s.subs {
+		sub.Unsubscribe() //nolint:errcheck // the connection may be closed
+	}
+	s.subs = nil
+	if s.nc != nil {
+		s.nc.SetReconnectHandler(s.prevReconnect)
+		s.nc.SetErrorHandler(s.prevErr)
+		s.nc = nil
+	}
+}
+
+// forgetHeld drops what the node holds of the cache (node memory, and the
+// search index reloads): change notices may have been missed.
+func (s *Server) forgetHeld() {
+	if s.reader != nil {
+		s.reader.Forget()
 	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
 	"strconv"
 	"strings"
 
@@ -114,4 +115,15 @@ func writeList(w bodyWriter, items [][]byte, next []byte, paged bool) {
 		w.add(next)
 	}
 	w.addString("}")
+}
+
+// marshalJSON encodes without HTML escaping ("<key>" stays readable).
+func marshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

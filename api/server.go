@@ -4,15 +4,10 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -27,39 +22,6 @@ import (
 	"github.com/marketdata/marketdata/ratelimit"
 	"github.com/marketdata/marketdata/store"
 )
-
-// Config is the node's configuration (contract §1). Every field with a
-// default must be set (New refuses a value it cannot use): start from
-// DefaultConfig.
-type Config struct {
-	DocsOrigin     string
-	AppOrigins     []string
-	TrustedProxies []netip.Prefix
-	KeyPepper      []byte
-	CursorSecret   []byte
-	// KeyCacheTTL bounds how long a cached key or account record is used
-	// without a change notice (10s).
-	KeyCacheTTL time.Duration
-	// KeyStaleMax is how long a key record fetched from Postgres may be
-	// served while Postgres cannot be reached (MD_KEY_STALE_MAX); 0 = never.
-	KeyStaleMax time.Duration
-	// KeyNoticeSubject carries key and access changes (notice.KeySubject).
-	KeyNoticeSubject string
-	// NoticeSubject carries ingest's change notices (notice.ChangeSubject).
-	NoticeSubject string
-	// SearchResync is how often the search index reloads in full (60s), the
-	// safety net for a lost change notice.
-	SearchResync time.Duration
-	// MaxConns caps the node's open client connections (MD_MAX_CONNS,
-	// 20000): at the cap it stops accepting until one closes.
-	MaxConns int
-	// RequestTimeout is how long a request may take to arrive in full,
-	// from its first byte (10s); then it is answered 408 and closed.
-	RequestTimeout time.Duration
-	// IdleTimeout closes a connection that waits this long for a request
-	// (60s), quietly.
-	IdleTimeout time.Duration
-}
 
 // Deps are the node's collaborators.
 type Deps struct {
@@ -185,86 +147,6 @@ func New(cfg Config, d Deps) (*Server, error) {
 	return s, nil
 }
 
-// subscribe listens to the key and change notices, and keeps what the node
-// holds safe when notices may have been missed: after a reconnect, and when
-// a notice subscription falls behind (the client then drops messages and
-// says so once, with ErrSlowConsumer; onChangeNotice also watches the
-// subscription's drop count). The connection's own handlers, if any, still
-// run.
-func (s *Server) subscribe(nc *nats.Conn) (err error) {
-	defer func() {
-		if err != nil {
-			s.unsubscribe()
-		}
-	}()
-	keySub, err := nc.Subscribe(s.cfg.KeyNoticeSubject, s.onKeyNotice)
-	if err != nil {
-		return err
-	}
-	s.subs = append(s.subs, keySub)
-	var changeSub *nats.Subscription
-	if s.reader != nil {
-		if changeSub, err = nc.Subscribe(s.cfg.NoticeSubject, s.onChangeNotice); err != nil {
-			return err
-		}
-		s.subs = append(s.subs, changeSub)
-	}
-	s.nc = nc
-	s.prevReconnect = nc.ReconnectHandler()
-	nc.SetReconnectHandler(func(c *nats.Conn) {
-		s.keys.flush()
-		s.forgetHeld()
-		if s.prevReconnect != nil {
-			s.prevReconnect(c)
-		}
-	})
-	s.prevErr = nc.ErrorHandler()
-	nc.SetErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
-		switch {
-		case sub != nil && sub == keySub && errors.Is(err, nats.ErrSlowConsumer):
-			s.log.Warn("key notices lost (slow consumer): cached keys dropped", "subject", sub.Subject)
-			s.keys.flush()
-		case sub != nil && sub == changeSub && errors.Is(err, nats.ErrSlowConsumer):
-			s.log.Warn("change notices lost (slow consumer): node memory dropped, search reloads", "subject", sub.Subject)
-			s.forgetHeld()
-		case s.prevErr == nil:
-			s.log.Warn("nats error", "err", err)
-		}
-		if s.prevErr != nil {
-			s.prevErr(c, sub, err) // the connection's own logging
-		}
-	})
-	// The subscriptions are live before the node serves: a notice sent
-	// from now on reaches it. While NATS reconnects they are re-sent on
-	// reconnect, whose handler forgets what the node holds anyway.
-	if err := nc.FlushTimeout(5 * time.Second); err != nil && !nc.IsReconnecting() {
-		return fmt.Errorf("api: subscribe to notices: %w", err)
-	}
-	return nil
-}
-
-// unsubscribe ends the notice subscriptions and gives the connection its
-// own handlers back.
-func (s *Server) unsubscribe() {
-	for _, sub := range s.subs {
-		sub.Unsubscribe() //nolint:errcheck // the connection may be closed
-	}
-	s.subs = nil
-	if s.nc != nil {
-		s.nc.SetReconnectHandler(s.prevReconnect)
-		s.nc.SetErrorHandler(s.prevErr)
-		s.nc = nil
-	}
-}
-
-// forgetHeld drops what the node holds of the cache (node memory, and the
-// search index reloads): change notices may have been missed.
-func (s *Server) forgetHeld() {
-	if s.reader != nil {
-		s.reader.Forget()
-	}
-}
-
 func (s *Server) routes() {
 	// A panic becomes an error (503 unavailable, logged), never a crash.
 	s.app.Use(s.observe, recover.New(), s.requestID, s.refuseControlBytes, s.cors)
@@ -317,87 +199,4 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.unsubscribe()
 	return s.app.ShutdownWithContext(ctx)
-}
-
-// observe counts every answer by route template and status.
-func (s *Server) observe(c *fiber.Ctx) error {
-	start := time.Now()
-	err := c.Next()
-	if err != nil {
-		// Let the error handler write the answer now, so the status is known.
-		if herr := s.app.Config().ErrorHandler(c, err); herr != nil {
-			return herr
-		}
-	}
-	route := "unmatched"
-	if r := c.Route(); r != nil && r.Path != "/" {
-		route = r.Path
-	}
-	s.requests.WithLabelValues(route, strconv.Itoa(c.Response().StatusCode())).Inc()
-	s.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
-	return nil
-}
-
-// credential is the authenticated key of the request.
-func credential(c *fiber.Ctx) *store.Credential {
-	return keyRecordOf(c).credential()
-}
-
-// keyRecordOf is the authenticated key of the request with its /key answer.
-func keyRecordOf(c *fiber.Ctx) *keyRecord {
-	rec, _ := c.Locals(localCred).(*keyRecord)
-	return rec
-}
-
-type localKey int
-
-const (
-	localCred localKey = iota
-	localAddr
-	localRequestID
-)
-
-var errNoCredential = errors.New("api: route reached without a credential")
-
-// marshalJSON encodes without HTML escaping ("<key>" stays readable).
-func marshalJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// credentialsVersioner is a Credentials source that can tell when any key or
-// account record changed (store.Store can).
-type credentialsVersioner interface {
-	CredentialsVersion(ctx context.Context) (int64, error)
-}
-
-// credentialsPoll is how often a node checks the credentials version. With
-// the notice lost, a revocation or withdrawal still takes effect within it
-// (plus one lookup).
-const credentialsPoll = 250 * time.Millisecond
-
-// watchCredentials drops the key cache whenever the credentials version
-// moves: the safety net under the NATS notices, so that the contract's 1 s
-// holds even when a notice is lost or the node is cut off from NATS.
-func (s *Server) watchCredentials(ctx context.Context, v credentialsVersioner) {
-	t := time.NewTicker(credentialsPoll)
-	defer t.Stop()
-	for {
-		qctx, cancel := context.WithTimeout(ctx, credentialsPoll)
-		cur, err := v.CredentialsVersion(qctx)
-		cancel()
-		if err == nil {
-			s.keys.observeVersion(cur)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
