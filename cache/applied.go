@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -37,10 +38,43 @@ type appliedSeqs struct {
 	// gapAt the applied it was seen with.
 	gapSince time.Time
 	gapAt    int64
+	// moved is closed (and replaced) whenever applied moves: await's wake-up.
+	moved chan struct{}
 }
 
 func newAppliedSeqs(wait time.Duration, now func() time.Time, forget func(), onJump func(lost int64, restarted bool)) *appliedSeqs {
-	return &appliedSeqs{wait: wait, now: now, forget: forget, onJump: onJump, above: map[int64]struct{}{}}
+	return &appliedSeqs{wait: wait, now: now, forget: forget, onJump: onJump, above: map[int64]struct{}{},
+		moved: make(chan struct{})}
+}
+
+// await waits, at most d, until the notices of every number up to cur have
+// been applied, and reports whether they were. A read that found notices in
+// flight waits for them briefly (they follow their writes by about a
+// millisecond) rather than reading from Redis everything memory holds.
+func (a *appliedSeqs) await(ctx context.Context, cur int64, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		a.mu.Lock()
+		ok, moved := cur <= a.applied, a.moved
+		a.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-moved:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// wake tells await's waiters that applied moved. mu is held.
+func (a *appliedSeqs) wake() {
+	close(a.moved)
+	a.moved = make(chan struct{})
 }
 
 // arrived records the notice of seq, once the notice's drops are done: a
@@ -88,6 +122,12 @@ func (a *appliedSeqs) mayServe(cur int64) bool {
 // publisher died between its write and its notice, NATS dropped them), so
 // node memory is dropped instead, and the gap closed. mu is held.
 func (a *appliedSeqs) advance() {
+	from := a.applied
+	defer func() {
+		if a.applied != from {
+			a.wake()
+		}
+	}()
 	for {
 		if _, ok := a.above[a.applied+1]; !ok {
 			break
@@ -129,4 +169,5 @@ func (a *appliedSeqs) restart(seq int64) {
 	a.applied, a.highest = seq, seq
 	clear(a.above)
 	a.gapSince = time.Time{}
+	a.wake()
 }

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -285,5 +286,46 @@ func TestAppliedSeqs(t *testing.T) {
 	}
 	if lost != 1 {
 		t.Errorf("lost %d after the restarts, want still 1", lost)
+	}
+}
+
+// TestAppliedSeqsAwait: a read that found notices in flight waits for them:
+// await returns as soon as the notice of the number it waits for (and of
+// every number below) arrives, and gives up after its wait otherwise.
+func TestAppliedSeqsAwait(t *testing.T) {
+	a := newAppliedSeqs(time.Hour, time.Now, func() {}, func(int64, bool) {})
+	a.arrived(1) // the node's first notice: applied starts at 1
+	if !a.await(context.Background(), 1, time.Millisecond) {
+		t.Fatal("await(1) = false with 1 applied")
+	}
+	// 3 waits for 2 and 3; 3 arriving alone is not enough.
+	done := make(chan bool, 1)
+	go func() { done <- a.await(context.Background(), 3, 10*time.Second) }()
+	a.arrived(3)
+	select {
+	case ok := <-done:
+		t.Fatalf("await(3) returned %v with 2 not applied", ok)
+	case <-time.After(50 * time.Millisecond):
+	}
+	a.arrived(2)
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Fatal("await(3) = false after 2 and 3 arrived")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("await(3) still waiting 5 s after 2 and 3 arrived")
+	}
+	start := time.Now()
+	if a.await(context.Background(), 4, 20*time.Millisecond) {
+		t.Fatal("await(4) = true with 4 never arrived")
+	}
+	if el := time.Since(start); el < 20*time.Millisecond {
+		t.Errorf("await(4) gave up after %v, before its 20ms", el)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if a.await(ctx, 4, time.Hour) {
+		t.Fatal("await with a cancelled context = true")
 	}
 }

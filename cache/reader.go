@@ -127,6 +127,10 @@ type ReaderConfig struct {
 	// NoticeWait is how long a gap in the change numbers may stay open
 	// before its notices count as lost (500ms).
 	NoticeWait time.Duration
+	// NoticeGrace is how long a read that found writes in flight waits for
+	// their notices before it reads from Redis what memory holds (5ms);
+	// 0: it does not wait.
+	NoticeGrace time.Duration
 	// RedisTimeout bounds a request's wait for Redis; then it reads the
 	// store.
 	RedisTimeout time.Duration
@@ -140,7 +144,7 @@ type ReaderConfig struct {
 func DefaultReaderConfig() ReaderConfig {
 	return ReaderConfig{
 		TTL: 2 * time.Second, PriceBytes: 64 << 20, EventBytes: 32 << 20, PageBytes: 32 << 20,
-		NoticeWait: 500 * time.Millisecond, RedisTimeout: 50 * time.Millisecond, Repairs: 16,
+		NoticeWait: 500 * time.Millisecond, NoticeGrace: 5 * time.Millisecond, RedisTimeout: 50 * time.Millisecond, Repairs: 16,
 	}
 }
 
@@ -182,6 +186,9 @@ func NewReader(c *Cache, st Store, cfg ReaderConfig, d ReaderDeps) (*Reader, err
 		if f.bad {
 			return nil, fmt.Errorf("cache: reader config: %s must be positive", f.name)
 		}
+	}
+	if cfg.NoticeGrace < 0 {
+		return nil, errors.New("cache: reader config: NoticeGrace must not be negative")
 	}
 	if c == nil || st == nil {
 		return nil, errors.New("cache: a reader needs a cache and a store")
@@ -376,6 +383,11 @@ func (r *Reader) roundTrip(ctx context.Context, queue func(redis.Pipeliner)) ver
 		return verdict{}
 	case r.seqs.mayServe(seq):
 		return verdict{trust: true, keep: true}
+	case r.cfg.NoticeGrace > 0 && r.seqs.await(ctx, seq, r.cfg.NoticeGrace):
+		// The notices came while the read waited: memory answers (what
+		// they dropped is looked up again: recheck), but what this round
+		// trip read from Redis may predate them and is not kept.
+		return verdict{trust: true}
 	default:
 		return verdict{}
 	}
