@@ -35,9 +35,16 @@ type appliedSeqs struct {
 	// highest is the highest number seen, in a notice or read from Redis.
 	highest int64
 	// gapSince is when the gap above applied was first seen (zero: none),
-	// gapAt the applied it was seen with.
+	// gapAt the applied it was seen with, gapHigh the highest number seen
+	// then: when the gap times out, only numbers up to gapHigh are given up
+	// (they were all seen at least wait ago); numbers first seen later are
+	// writes still in flight, and get a wait of their own.
 	gapSince time.Time
 	gapAt    int64
+	gapHigh  int64
+	// quietUntil: after a restart of the counter, memory does not answer
+	// before then (numbers at or below the new applied may be in flight).
+	quietUntil time.Time
 	// moved is closed (and replaced) whenever applied moves: await's wake-up.
 	moved chan struct{}
 }
@@ -52,11 +59,20 @@ func newAppliedSeqs(wait time.Duration, now func() time.Time, forget func(), onJ
 // flight waits for them briefly (they follow their writes by about a
 // millisecond) rather than reading from Redis everything memory holds.
 func (a *appliedSeqs) await(ctx context.Context, cur int64, d time.Duration) bool {
+	a.mu.Lock()
+	// A gap open longer than d is a notice late or lost: waiting d more
+	// will not close it (only its own wait does), so do not make every
+	// request pay d meanwhile.
+	stuck := !a.gapSince.IsZero() && a.now().Sub(a.gapSince) > d
+	a.mu.Unlock()
+	if stuck {
+		return false
+	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
 		a.mu.Lock()
-		ok, moved := cur <= a.applied, a.moved
+		ok, moved := cur <= a.applied && !a.quiet(), a.moved
 		a.mu.Unlock()
 		if ok {
 			return true
@@ -114,7 +130,12 @@ func (a *appliedSeqs) mayServe(cur int64) bool {
 	}
 	a.highest = max(a.highest, cur)
 	a.advance()
-	return cur <= a.applied
+	return cur <= a.applied && !a.quiet()
+}
+
+// quiet reports whether a restart's quiet time is running. mu is held.
+func (a *appliedSeqs) quiet() bool {
+	return !a.quietUntil.IsZero() && a.now().Before(a.quietUntil)
 }
 
 // advance moves applied over the numbers that arrived in order, and jumps
@@ -128,38 +149,63 @@ func (a *appliedSeqs) advance() {
 			a.wake()
 		}
 	}()
-	for {
-		if _, ok := a.above[a.applied+1]; !ok {
-			break
-		}
-		delete(a.above, a.applied+1)
-		a.applied++
-	}
+	a.contiguous()
+	now := a.now()
 	if a.highest <= a.applied {
 		a.gapSince = time.Time{}
 		return
 	}
-	now := a.now()
 	if a.gapSince.IsZero() || a.gapAt != a.applied {
-		a.gapSince, a.gapAt = now, a.applied
+		a.openGap(now)
 		return
 	}
 	if now.Sub(a.gapSince) < a.wait {
 		return
 	}
 	a.forget()
-	jump := a.highest - a.applied
+	jump := a.gapHigh - a.applied
 	switch {
 	case a.applied == 0:
 		a.onJump(0, false) // the node's start: it never had notices to lose
 	case jump > restartJump:
 		a.onJump(0, true)
 	default:
-		a.onJump(jump-int64(len(a.above)), false)
+		var arrived int64
+		for s := range a.above {
+			if s <= a.gapHigh {
+				arrived++
+			}
+		}
+		a.onJump(jump-arrived, false)
 	}
-	a.applied = a.highest
-	clear(a.above)
-	a.gapSince = time.Time{}
+	a.applied = a.gapHigh
+	for s := range a.above {
+		if s <= a.applied {
+			delete(a.above, s)
+		}
+	}
+	a.contiguous()
+	if a.highest > a.applied {
+		a.openGap(now) // numbers first seen after the gap opened: in flight
+	} else {
+		a.gapSince = time.Time{}
+	}
+}
+
+// contiguous moves applied over the numbers that arrived in order. mu is held.
+func (a *appliedSeqs) contiguous() {
+	for {
+		if _, ok := a.above[a.applied+1]; !ok {
+			return
+		}
+		delete(a.above, a.applied+1)
+		a.applied++
+	}
+}
+
+// openGap starts the wait of the gap above applied. mu is held.
+func (a *appliedSeqs) openGap(now time.Time) {
+	a.gapSince, a.gapAt, a.gapHigh = now, a.applied, a.highest
 }
 
 // restart forgets node memory and starts over from seq. mu is held.
@@ -169,5 +215,8 @@ func (a *appliedSeqs) restart(seq int64) {
 	a.applied, a.highest = seq, seq
 	clear(a.above)
 	a.gapSince = time.Time{}
+	// Numbers up to seq may have been given to writes still in flight:
+	// memory answers again only after a notice's wait.
+	a.quietUntil = a.now().Add(a.wait)
 	a.wake()
 }

@@ -281,8 +281,12 @@ func TestAppliedSeqs(t *testing.T) {
 		t.Errorf("a notice far below: restarts %d, forgot %d; want 2, 4", restarts, forgot)
 	}
 	a.arrived(8)
+	if a.mayServe(8) {
+		t.Error("after starting over at 7: 8 trusted at once (numbers up to 7 may be in flight)")
+	}
+	now = now.Add(500 * time.Millisecond)
 	if !a.mayServe(8) || a.mayServe(9) {
-		t.Error("after starting over at 7: 8 not trusted, or 9 trusted before its notice")
+		t.Error("after starting over at 7 and a wait: 8 not trusted, or 9 trusted before its notice")
 	}
 	if lost != 1 {
 		t.Errorf("lost %d after the restarts, want still 1", lost)
@@ -327,5 +331,68 @@ func TestAppliedSeqsAwait(t *testing.T) {
 	cancel()
 	if a.await(ctx, 4, time.Hour) {
 		t.Fatal("await with a cancelled context = true")
+	}
+}
+
+// TestAppliedSeqsGapKeepsLaterWrites: when a gap times out, only the numbers
+// seen when it opened are given up; a number first seen later is a write
+// still in flight, and memory is not trusted for it before its notice or a
+// wait of its own (else a node would serve an old version of what that
+// write changes while another node already shows the new one).
+func TestAppliedSeqsGapKeepsLaterWrites(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var lost int64
+	a := newAppliedSeqs(500*time.Millisecond, func() time.Time { return now }, func() {},
+		func(n int64, _ bool) { lost += n })
+	a.arrived(1)
+	a.arrived(3) // 2's notice is lost
+	now = now.Add(400 * time.Millisecond)
+	if a.mayServe(4) { // 4 taken by a writer, its write and notice in flight
+		t.Fatal("4 trusted with 2 missing")
+	}
+	now = now.Add(100 * time.Millisecond) // 2's gap times out
+	if a.mayServe(4) {
+		t.Fatal("4 trusted when 2's gap timed out: 4 was first seen after the gap opened, its notice has not come")
+	}
+	if lost != 1 {
+		t.Errorf("lost %d, want 1 (number 2)", lost)
+	}
+	if !a.mayServe(3) {
+		t.Error("3 not trusted after 2's gap timed out")
+	}
+	a.arrived(4)
+	if !a.mayServe(4) {
+		t.Error("4 not trusted after its notice")
+	}
+	// 5 seen, its notice lost too: it gets its own wait.
+	if a.mayServe(5) {
+		t.Fatal("5 trusted before its notice")
+	}
+	now = now.Add(499 * time.Millisecond)
+	if a.mayServe(5) {
+		t.Fatal("5 trusted before its own wait ended")
+	}
+	now = now.Add(time.Millisecond)
+	if !a.mayServe(5) || lost != 2 {
+		t.Errorf("after 5's wait: trusted false or lost %d; want true, 2", lost)
+	}
+}
+
+// TestAppliedSeqsAwaitSkipsOldGap: while a lost notice's gap is open, a
+// read does not wait for notices at all: waiting cannot close that gap.
+func TestAppliedSeqsAwaitSkipsOldGap(t *testing.T) {
+	now := time.Unix(1000, 0)
+	a := newAppliedSeqs(time.Hour, func() time.Time { return now }, func() {}, func(int64, bool) {})
+	a.arrived(1)
+	a.arrived(3) // 2 late: the gap opens now
+	now = now.Add(2 * time.Minute)
+	// 2 arrives 20 ms from now: a read that waited would see it and answer
+	// true; one that saw the gap is older than its wait answers false at once.
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		a.arrived(2)
+	}()
+	if a.await(context.Background(), 3, time.Minute) {
+		t.Fatal("await(3) waited on a gap older than its wait")
 	}
 }

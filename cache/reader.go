@@ -379,6 +379,10 @@ func (r *Reader) roundTrip(ctx context.Context, queue func(redis.Pipeliner)) ver
 	switch {
 	case err != nil:
 		return verdict{trust: true, redisErr: err}
+	case seqErr != nil && !answered(seqErr):
+		// Redis did not answer (a refused dial, a dropped connection):
+		// degraded, as when the round trip itself failed.
+		return verdict{trust: true, redisErr: seqErr}
 	case seqErr != nil:
 		return verdict{}
 	case r.seqs.mayServe(seq):
@@ -391,4 +395,11 @@ func (r *Reader) roundTrip(ctx context.Context, queue func(redis.Pipeliner)) ver
 	default:
 		return verdict{}
 	}
+}
+
+// answered says whether a command reached Redis: it has a reply, an error
+// reply included (not a transport failure).
+func answered(err error) bool {
+	var re redis.Error
+	return err == nil || errors.As(err, &re)
 }

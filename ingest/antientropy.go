@@ -441,10 +441,15 @@ func (a *AntiEntropy) repair(ctx context.Context, st PassStats, events, markets,
 		return st, nil
 	}
 	seq, err := a.cache.ApplyDocs(ctx, evDocs, mkDocs, trades)
+	n.Seq = seq
 	if err != nil {
+		if seq > 0 {
+			// It took a number and may have written in part: the notice
+			// drops what it names and closes the number's gap.
+			a.notify(n)
+		}
 		return st, fmt.Errorf("ingest: anti-entropy: rewrite: %w", err)
 	}
-	n.Seq = seq
 	if a.metrics != nil {
 		a.metrics.Repaired.WithLabelValues("event").Add(float64(st.Events))
 		a.metrics.Repaired.WithLabelValues("listing").Add(float64(st.Listings))

@@ -65,7 +65,16 @@ func (w *Worker) apply(ctx context.Context, items []*inflight) error {
 			w.metrics.Failures.WithLabelValues("postgres").Inc()
 			return err
 		}
-		if seq, err = w.cache.Apply(ctx, res); err != nil {
+		seq, err = w.cache.Apply(ctx, res)
+		// The notice goes out at once, before the rejects and acks: nodes
+		// wait for it (a node that saw the change number serves memory only
+		// once the notice is applied). A write that failed after taking its
+		// number may have landed in part: its notice drops what it names
+		// all the same, and closes the number's gap.
+		if seq > 0 {
+			w.notify(res, seq)
+		}
+		if err != nil {
 			w.metrics.Failures.WithLabelValues("redis").Inc()
 			return err
 		}
@@ -96,9 +105,6 @@ func (w *Worker) apply(ctx context.Context, items []*inflight) error {
 			kind = it.reject.Kind
 		}
 		w.metrics.Messages.WithLabelValues(kind, outcome).Inc()
-	}
-	if res != nil {
-		w.notify(res, seq)
 	}
 	return nil
 }

@@ -57,10 +57,12 @@ func (w *Worker) Sweep(ctx context.Context) error {
 			return err
 		}
 		seq, err := w.cache.Apply(ctx, res)
+		if seq > 0 {
+			w.notify(res, seq) // also after a failed write: see apply
+		}
 		if err != nil {
 			return err
 		}
-		w.notify(res, seq)
 	}
 	return w.store.SetSweepCursor(ctx, cut)
 }
