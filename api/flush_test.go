@@ -45,10 +45,10 @@ var rtFlushPaths = []string{
 // answers exactly what it answered before (from Postgres), never 5xx; the
 // read documents are repaired in Redis at once, the listing by the rebuild.
 func TestFlushRedis(t *testing.T) {
-	w := rtNewWorld(t)
+	w := newWorld(t, withIngest())
 	// A short resync makes the search index reload during the outage, from
 	// Postgres since the listing is incomplete.
-	n := w.start(t, func(c *nodeConfig) { c.api.SearchResync = 50 * time.Millisecond })
+	n := w.node(t, withSearchResync(50*time.Millisecond))
 	secret := rtSecret(t, w)
 	rtFixture(t, w)
 	w.settle(t, secret, n)
@@ -157,7 +157,7 @@ func TestFlushRedis(t *testing.T) {
 }
 
 // rtFlush deletes every key under prefix (other tests share the server).
-func rtFlush(t *testing.T, w *rtWorld) {
+func rtFlush(t *testing.T, w *world) {
 	t.Helper()
 	if err := rtDeleteAll(w); err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func rtFlush(t *testing.T, w *rtWorld) {
 }
 
 // rtDeleteAll is rtFlush for goroutines that must not call t.Fatal.
-func rtDeleteAll(w *rtWorld) error {
+func rtDeleteAll(w *world) error {
 	ctx := context.Background()
 	var keys []string
 	iter := w.rdb.Scan(ctx, 0, w.prefix+"*", 1000).Iterator()
@@ -203,8 +203,8 @@ func (rtUnsent) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 // the limiter decides alone and the queued reads have no answer: every route
 // answers from Postgres what a healthy node answers, never 5xx.
 func TestFlushRoundTripNotSent(t *testing.T) {
-	w := rtNewWorld(t)
-	n := w.start(t)
+	w := newWorld(t, withIngest())
+	n := w.node(t)
 	opt, err := redis.ParseURL(testenv.RedisURL)
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +212,7 @@ func TestFlushRoundTripNotSent(t *testing.T) {
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
 	rdb.AddHook(rtUnsent{})
-	broken := w.start(t, withRedis(rdb))
+	broken := w.node(t, withRedis(rdb))
 	secret := rtSecret(t, w)
 	rtFixture(t, w)
 	w.settle(t, secret, n, broken)
@@ -248,7 +248,7 @@ func (h *rtLoseOnScan) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // Redis losing its data while the search index reloads from it must not
 // leave the index with what survived (nothing): it reads Postgres instead.
 func TestFlushDuringSearchLoad(t *testing.T) {
-	w := rtNewWorld(t)
+	w := newWorld(t, withIngest())
 	opt, err := redis.ParseURL(testenv.RedisURL)
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +261,7 @@ func TestFlushDuringSearchLoad(t *testing.T) {
 		}
 	}}
 	rdb.AddHook(hook)
-	n := w.start(t, withRedis(rdb), func(c *nodeConfig) { c.api.SearchResync = 300 * time.Millisecond })
+	n := w.node(t, withRedis(rdb), withSearchResync(300*time.Millisecond))
 	secret := rtSecret(t, w)
 	rtFixture(t, w)
 	w.settle(t, secret, n)

@@ -5,17 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/marketdata/marketdata/api"
-	"github.com/marketdata/marketdata/ratelimit"
 )
 
 // TestGracefulShutdown: many clients keep asking while the node shuts down.
@@ -23,30 +20,10 @@ import (
 // mid-answer); the others fail before any answer; after Shutdown returns, new
 // connections are refused.
 func TestGracefulShutdown(t *testing.T) {
-	e := newEnv(t)
-	secret, _ := e.newKey(t, keyOpts{})
-	ac := api.DefaultConfig()
-	ac.DocsOrigin, ac.KeyPepper, ac.CursorSecret, ac.KeyNoticeSubject = docsOrigin, e.pepper, e.cursor, e.subject
-	srv, err := api.New(ac, api.Deps{
-		Credentials: e.st,
-		Limiter: mustLimiter(t, e.rdb, ratelimit.Config{
-			Limit: 1_000_000, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: time.Minute, Prefix: e.prefix,
-			Timeout: 50 * time.Millisecond,
-		}),
-		NC:  e.nc,
-		Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Now: e.clock.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	w := newWorld(t)
+	secret, _ := w.newKey(t, keyOpts{})
+	n := w.node(t, withLimit(1_000_000))
+	addr := strings.TrimPrefix(n.base, "http://")
 
 	const clients = 32
 	var (
@@ -106,7 +83,7 @@ func TestGracefulShutdown(t *testing.T) {
 	before := ok.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
+	if err := n.shutdown(ctx); err != nil {
 		t.Errorf("shutdown: %v", err)
 	}
 	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
@@ -115,9 +92,9 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Errorf("dial after Shutdown: %v, want connection refused", err)
 	}
 	select {
-	case err := <-served:
-		if err != nil {
-			t.Errorf("Serve returned %v, want nil", err)
+	case <-n.served:
+		if n.serveErr != nil {
+			t.Errorf("Serve returned %v, want nil", n.serveErr)
 		}
 	case <-time.After(5 * time.Second):
 		t.Errorf("Serve did not return after Shutdown")
