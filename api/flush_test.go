@@ -119,7 +119,7 @@ func TestFlushRedis(t *testing.T) {
 	if got := w.rdb.ZCard(ctx, w.cache.TradesKey("M-a")).Val(); got != 200 {
 		t.Errorf("M-a's trade list holds %d trades after repair, want 200", got)
 	}
-	time.Sleep(100 * time.Millisecond) // a search resync from Postgres
+	n.searchReloaded(t) // from Postgres: the listing is incomplete
 	if complete() {
 		t.Fatal("listing complete without a rebuild")
 	}
@@ -152,7 +152,7 @@ func TestFlushRedis(t *testing.T) {
 	if !complete() {
 		t.Fatal("listing incomplete after the rebuild")
 	}
-	time.Sleep(100 * time.Millisecond) // a search resync from Redis
+	n.searchReloaded(t) // from Redis again
 	same("after the rebuild")
 }
 
@@ -255,13 +255,18 @@ func TestFlushDuringSearchLoad(t *testing.T) {
 	}
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
+	// loadsBefore is how many search Loads had completed when the hook ran,
+	// in the Load that reads Redis: its own completion is the next.
+	var loadsBefore atomic.Int64
+	var n *node
 	hook := &rtLoseOnScan{lose: func() {
+		loadsBefore.Store(n.srv.SearchLoads())
 		if err := rtDeleteAll(w); err != nil {
 			t.Errorf("flush during the reload: %v", err)
 		}
 	}}
 	rdb.AddHook(hook)
-	n := w.node(t, withRedis(rdb), withSearchResync(300*time.Millisecond))
+	n = w.node(t, withRedis(rdb), withSearchResync(300*time.Millisecond))
 	secret := rtSecret(t, w)
 	rtFixture(t, w)
 	w.settle(t, secret, n)
@@ -270,13 +275,12 @@ func TestFlushDuringSearchLoad(t *testing.T) {
 
 	hook.armed.Store(true)
 	deadline := time.Now().Add(2 * time.Second)
-	for hook.armed.Load() {
+	for hook.armed.Load() || n.srv.SearchLoads() <= loadsBefore.Load() {
 		if time.Now().After(deadline) {
-			t.Fatal("no search reload within 2s")
+			t.Fatalf("no search reload installed within 2s (hook ran: %v)", !hook.armed.Load())
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling the hook and the load count
 	}
-	time.Sleep(50 * time.Millisecond) // the reload installs; the next is 300ms away
 	if a := n.get(t, path, secret); a.status != before.status || string(a.body) != string(before.body) {
 		t.Errorf("after Redis lost its data during a reload:\n got %d %.300s\nwant %d %.300s", a.status, a.body, before.status, before.body)
 	}

@@ -310,6 +310,20 @@ func (n *node) memoryServes(t testing.TB, path, secret, resource string) {
 	}
 }
 
+// searchReloaded waits until a full Load of the node's search index that
+// began after the call has completed: two more than have completed now, as
+// one may be under way.
+func (n *node) searchReloaded(t testing.TB) {
+	t.Helper()
+	want := n.srv.SearchLoads() + 2
+	for deadline := time.Now().Add(5 * time.Second); n.srv.SearchLoads() < want; {
+		if time.Now().After(deadline) {
+			t.Fatalf("search index: %d full loads 5 s later, want %d", n.srv.SearchLoads(), want)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the load count
+	}
+}
+
 // warnings are the node's log lines at level WARN and above: a limit the
 // node decided alone (Redis too slow or down) is logged as one.
 func (n *node) warnings() []string {

@@ -693,29 +693,47 @@ func TestSearchRequestReload(t *testing.T) {
 	waitLen := func(n int) { t.Helper(); waitIndexLen(t, x, n) }
 	waitLen(1) // the first Load
 	// Requests while one is pending are one: Run is held up in a Load (the
-	// hook) while 100 requests arrive, then loads at most once more.
-	release := make(chan struct{})
+	// hook) while 100 requests arrive, then loads once more, and while that
+	// Load runs no request is left pending.
+	held, release, stop := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(stop) }) // before runIndex's cleanup: a held Load ends
 	src.mu.Lock()
-	src.afterRead = func() { <-release }
-	src.mu.Unlock()
-	x.RequestReload()
-	deadline := time.Now().Add(5 * time.Second)
-	for src.loadCount() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("a reload request did not load within 5 s (the period is an hour)")
+	src.afterRead = func() {
+		select {
+		case held <- struct{}{}:
+		case <-stop:
+			return
 		}
-		time.Sleep(time.Millisecond)
+		select {
+		case <-release:
+		case <-stop:
+		}
 	}
+	src.mu.Unlock()
+	waitHeld := func(what string) {
+		t.Helper()
+		select {
+		case <-held:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not load within 5 s (the period is an hour)", what)
+		}
+	}
+	x.RequestReload()
+	waitHeld("a reload request")
 	src.put("b", "Beta", 2)
 	for range 100 {
 		x.RequestReload() // never blocks
 	}
+	release <- struct{}{}
+	waitHeld("100 reload requests")
+	if n := len(x.reload); n != 0 {
+		t.Errorf("%d reload requests pending during the Load made for the 100 requests, want none", n)
+	}
 	src.mu.Lock()
 	src.afterRead = nil
 	src.mu.Unlock()
-	close(release)
+	release <- struct{}{}
 	waitLen(2)
-	time.Sleep(50 * time.Millisecond)
 	if n := src.loadCount(); n != 3 {
 		t.Errorf("%d Loads, want 3: the first, the one held up, and one for the 100 requests made meanwhile", n)
 	}
