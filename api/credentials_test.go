@@ -54,6 +54,6 @@ func waitPollSaw(t *testing.T, w *world, n *node) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the node's credentials poll saw version %d after 5s, want %d", n.srv.CredentialsVersionSeen(), want)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling the credentials version the node saw
 	}
 }

@@ -109,7 +109,7 @@ func TestFlushRedis(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d documents repaired in Redis after 2s", got, len(repaired))
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // polling Redis for the repairs
 		// Price items a node holds are read again, and so repaired, once
 		// its short-lived copy expires: keep reading, as pollers do.
 		for _, path := range rtFlushPaths {

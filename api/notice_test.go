@@ -29,7 +29,7 @@ func pollUntil(t *testing.T, n *node, secret string, status int, start time.Time
 		if time.Since(start) > limit {
 			t.Fatalf("still %d after %v, want %d", a.status, limit, status)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling the answer; the time it takes is the measure
 	}
 }
 

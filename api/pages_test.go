@@ -50,7 +50,7 @@ func TestEventPagesFollowNotices(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: the node's pages still differ from the model after 5s", what)
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // polling the node's pages
 		}
 	}
 	waitFor("fixture")

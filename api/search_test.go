@@ -669,7 +669,7 @@ func waitIndexLen(t *testing.T, x *searchIndex, n int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("index holds %d, want %d (ready %v)", x.Len(), n, x.Ready())
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling the index
 	}
 }
 
@@ -969,7 +969,7 @@ func BenchmarkSearchRandom50k(b *testing.B) {
 			if err := x.Update(ctx, []string{ids[rng.IntN(len(ids))], ids[rng.IntN(len(ids))]}); err != nil {
 				return
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // pacing the writer, not waiting for an event
 		}
 	}()
 	var mu sync.Mutex

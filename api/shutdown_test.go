@@ -55,7 +55,7 @@ func TestGracefulShutdown(t *testing.T) {
 				if err != nil {
 					// No answer began: the connection was closed or refused.
 					refused.Add(1)
-					time.Sleep(time.Millisecond)
+					time.Sleep(time.Millisecond) // pacing a refused client's retries
 					continue
 				}
 				body, err := io.ReadAll(resp.Body)
@@ -78,7 +78,7 @@ func TestGracefulShutdown(t *testing.T) {
 	// Let the clients get going, then shut down under load.
 	deadline := time.Now().Add(5 * time.Second)
 	for ok.Load() < 500 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling the load's progress
 	}
 	before := ok.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
