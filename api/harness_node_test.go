@@ -95,13 +95,12 @@ func mustLimiter(t testing.TB, rdb redis.UniversalClient, cfg ratelimit.Config) 
 	return l
 }
 
-// readerConfig is the Reader's production configuration (cmd/marketdata),
-// but for a Redis timeout that a loaded test machine does not hit by chance.
+// readerConfig is the Reader's production configuration, but for a Redis
+// timeout that a loaded test machine does not hit by chance.
 func readerConfig() cache.ReaderConfig {
-	return cache.ReaderConfig{
-		TTL: 2 * time.Second, PriceBytes: 64 << 20, EventBytes: 32 << 20, PageBytes: 32 << 20,
-		NoticeWait: 500 * time.Millisecond, RedisTimeout: time.Second, Repairs: 16,
-	}
+	c := cache.DefaultReaderConfig()
+	c.RedisTimeout = time.Second
+	return c
 }
 
 // node is one running API node on a real loopback listener.

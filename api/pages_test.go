@@ -100,11 +100,10 @@ func TestEventPagesFollowNotices(t *testing.T) {
 	// they are read again, from Redis without its sets, so empty.
 	notice := func(data string) {
 		t.Helper()
-		nc := w.js.Conn()
-		if err := nc.Publish(w.names.NoticeSubject, []byte(data)); err != nil {
+		if err := w.nc.Publish(w.names.NoticeSubject, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
-		if err := nc.Flush(); err != nil {
+		if err := w.nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
 	}
