@@ -580,6 +580,9 @@ func TestWalkEventsUnderChanges(t *testing.T) {
 	if err := w.rdb.Del(t.Context(), ok).Err(); err != nil {
 		t.Fatal(err)
 	}
+	if complete, err := w.cache.ListingComplete(t.Context()); err != nil || complete {
+		t.Fatalf("listing complete = %v, %v after its marker was deleted", complete, err)
+	}
 	for _, f := range []cwFilter{{}, {category: "politics", venue: "venue_c"}, {minVenues: 3}} {
 		run("postgres/"+cwOr(f.query(), "all"), f)
 	}
