@@ -248,9 +248,6 @@ func (w *world) start(t testing.TB, cfg nodeConfig) *node {
 func newReader(t testing.TB, c *cache.Cache, cfg nodeConfig, nc *nats.Conn, log *slog.Logger) *cache.Reader {
 	t.Helper()
 	subject := cfg.api.NoticeSubject
-	if subject == "" {
-		subject = notice.ChangeSubject
-	}
 	r, err := cache.NewReader(c, cfg.fallback, cfg.reader, cache.ReaderDeps{
 		Log:     log,
 		Publish: func(n notice.Change) error { return notice.Publish(nc, subject, n.Encode()) },
