@@ -11,8 +11,8 @@ import (
 
 // TestAllowlistIPv4 judges the TCP peer against IPv4 allowlists.
 func TestAllowlistIPv4(t *testing.T) {
-	e := newEnv(t)
-	n := e.node(t)
+	w := newWorld(t)
+	n := w.node(t)
 	tests := []struct {
 		allow []string
 		ok    bool
@@ -26,7 +26,7 @@ func TestAllowlistIPv4(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.allow, ","), func(t *testing.T) {
-			secret, _ := e.newKey(t, keyOpts{allow: tt.allow})
+			secret, _ := w.newKey(t, keyOpts{allow: tt.allow})
 			a := n.get(t, "/public/v1/key", secret)
 			if tt.ok {
 				wantOK(t, a)
@@ -45,9 +45,9 @@ func TestAllowlistIPv6(t *testing.T) {
 		t.Skipf("IPv6 loopback unavailable: %v", err)
 	}
 	ln.Close()
-	e := newEnv(t)
-	n := e.node(t, withListen("[::1]:0"))
-	proxied := e.node(t, withListen("[::1]:0"), withTrusted("::1/128"))
+	w := newWorld(t)
+	n := w.node(t, withListen("[::1]:0"))
+	proxied := w.node(t, withListen("[::1]:0"), withTrusted("::1/128"))
 	tests := []struct {
 		name  string
 		n     *node
@@ -66,7 +66,7 @@ func TestAllowlistIPv6(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			secret, _ := e.newKey(t, keyOpts{allow: []string{tt.allow}})
+			secret, _ := w.newKey(t, keyOpts{allow: []string{tt.allow}})
 			var kv []string
 			if tt.xff != "" {
 				kv = []string{"X-Forwarded-For", tt.xff}
@@ -85,9 +85,9 @@ func TestAllowlistIPv6(t *testing.T) {
 // then its right-most entry that is not itself a trusted proxy is the client.
 // The 403 names the address judged, so each row shows which one was chosen.
 func TestForwardedFor(t *testing.T) {
-	e := newEnv(t)
-	untrusted := e.node(t)
-	trusted := e.node(t, withTrusted("127.0.0.1/32", "10.9.0.0/16"))
+	w := newWorld(t)
+	untrusted := w.node(t)
+	trusted := w.node(t, withTrusted("127.0.0.1/32", "10.9.0.0/16"))
 
 	tests := []struct {
 		name   string
@@ -116,7 +116,7 @@ func TestForwardedFor(t *testing.T) {
 			for _, v := range tt.xff {
 				kv = append(kv, "X-Forwarded-For", v)
 			}
-			inside, _ := e.newKey(t, keyOpts{allow: []string{tt.allow}})
+			inside, _ := w.newKey(t, keyOpts{allow: []string{tt.allow}})
 			a := tt.n.get(t, "/public/v1/key", inside, kv...)
 			if tt.ok {
 				wantOK(t, a)
@@ -124,7 +124,7 @@ func TestForwardedFor(t *testing.T) {
 				wantError(t, a, 403, "ip_not_allowed", "may not be used from "+tt.client)
 			}
 			// A key allowlisted elsewhere names the judged address exactly.
-			outside, _ := e.newKey(t, keyOpts{allow: []string{"192.0.2.0/24"}})
+			outside, _ := w.newKey(t, keyOpts{allow: []string{"192.0.2.0/24"}})
 			a = tt.n.get(t, "/public/v1/key", outside, kv...)
 			wantError(t, a, 403, "ip_not_allowed", "may not be used from "+tt.client)
 			if got := errMessage(t, a); !strings.HasSuffix(got, " "+tt.client) {
@@ -137,9 +137,9 @@ func TestForwardedFor(t *testing.T) {
 // TestFailedAuthPerForwardedClient: failures are counted per client address
 // as judged behind the trusted proxy, not per proxy.
 func TestFailedAuthPerForwardedClient(t *testing.T) {
-	e := newEnv(t)
-	n := e.node(t, withTrusted("127.0.0.1/32"), withAuthFailLimit(2))
-	valid, _ := e.newKey(t, keyOpts{})
+	w := newWorld(t)
+	n := w.node(t, withTrusted("127.0.0.1/32"), withAuthFailLimit(2))
+	valid, _ := w.newKey(t, keyOpts{})
 	bad := store.NewSecret()
 	for range 2 {
 		wantError(t, n.get(t, "/public/v1/key", bad, "X-Forwarded-For", "6.6.6.1"), 401, "unauthorized", "unknown")

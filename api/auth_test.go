@@ -10,12 +10,12 @@ import (
 // access (403) → IP allowlist (403) → scope (403, in TestErrorTable) →
 // per-account window (429).
 func TestOrderOfChecks(t *testing.T) {
-	e := newEnv(t)
-	n := e.node(t, withTrusted("127.0.0.1/32"), withAuthFailLimit(3), withLimit(2))
+	w := newWorld(t)
+	n := w.node(t, withTrusted("127.0.0.1/32"), withAuthFailLimit(3), withLimit(2))
 	from := func(addr string) []string { return []string{"X-Forwarded-For", addr} }
 
 	t.Run("blocked address before a valid key", func(t *testing.T) {
-		valid, _ := e.newKey(t, keyOpts{})
+		valid, _ := w.newKey(t, keyOpts{})
 		for i := range 3 {
 			// The failure that reaches the threshold still gets its 401.
 			a := n.get(t, "/public/v1/key", "", from("198.51.100.1")...)
@@ -34,31 +34,31 @@ func TestOrderOfChecks(t *testing.T) {
 	})
 
 	t.Run("revoked key before missing access", func(t *testing.T) {
-		secret, k := e.newKey(t, keyOpts{})
-		e.revoke(t, k.ID)
-		e.setAccess(t, k.AccountID, false)
+		secret, k := w.newKey(t, keyOpts{})
+		w.revoke(t, k.ID)
+		w.setAccess(t, k.AccountID, false)
 		wantError(t, n.get(t, "/public/v1/key", secret, from("198.51.100.3")...), 401, "unauthorized", "revoked")
 	})
 
 	t.Run("expired key before missing access", func(t *testing.T) {
-		now := e.clock.Now()
-		secret, k := e.newKey(t, keyOpts{created: now.Add(-time.Hour), expires: now.Add(-time.Second)})
-		e.setAccess(t, k.AccountID, false)
+		now := w.clock.Now()
+		secret, k := w.newKey(t, keyOpts{created: now.Add(-time.Hour), expires: now.Add(-time.Second)})
+		w.setAccess(t, k.AccountID, false)
 		wantError(t, n.get(t, "/public/v1/key", secret, from("198.51.100.4")...), 401, "unauthorized", "expired")
 	})
 
 	t.Run("missing access before the allowlist", func(t *testing.T) {
-		secret, k := e.newKey(t, keyOpts{allow: []string{"10.0.0.0/8"}})
-		e.setAccess(t, k.AccountID, false)
+		secret, k := w.newKey(t, keyOpts{allow: []string{"10.0.0.0/8"}})
+		w.setAccess(t, k.AccountID, false)
 		a := n.get(t, "/public/v1/key", secret, from("198.51.100.5")...)
 		wantError(t, a, 403, "access_not_granted", "access")
 		wantLimitHeaders(t, a, false)
 	})
 
 	t.Run("allowlist before the window", func(t *testing.T) {
-		acc := e.account(t, true)
-		outside, _ := e.key(t, acc, keyOpts{allow: []string{"10.0.0.0/8"}})
-		inside, _ := e.key(t, acc, keyOpts{})
+		acc := w.account(t, true)
+		outside, _ := w.key(t, acc, keyOpts{allow: []string{"10.0.0.0/8"}})
+		inside, _ := w.key(t, acc, keyOpts{})
 		for range 3 {
 			a := n.get(t, "/public/v1/key", outside, from("198.51.100.6")...)
 			wantError(t, a, 403, "ip_not_allowed", "198.51.100.6")
@@ -87,24 +87,24 @@ func TestOrderOfChecks(t *testing.T) {
 // TestExpiry: expiry is judged on the injected clock, also for a key the
 // node has cached.
 func TestExpiry(t *testing.T) {
-	e := newEnv(t)
-	n := e.node(t)
+	w := newWorld(t)
+	n := w.node(t)
 
 	t.Run("expired at creation", func(t *testing.T) {
-		now := e.clock.Now()
-		secret, _ := e.newKey(t, keyOpts{created: now.Add(-48 * time.Hour), expires: now.Add(-time.Millisecond)})
+		now := w.clock.Now()
+		secret, _ := w.newKey(t, keyOpts{created: now.Add(-48 * time.Hour), expires: now.Add(-time.Millisecond)})
 		wantError(t, n.get(t, "/public/v1/key", secret), 401, "unauthorized", "expired")
 	})
 
 	t.Run("expires while cached", func(t *testing.T) {
-		now := e.clock.Now()
-		secret, k := e.newKey(t, keyOpts{created: now, expires: now.Add(5 * time.Second)})
+		now := w.clock.Now()
+		secret, k := w.newKey(t, keyOpts{created: now, expires: now.Add(5 * time.Second)})
 		got := wantOK(t, n.get(t, "/public/v1/key", secret))
 		if !got.ExpiresAt.Equal(k.ExpiresAt) {
 			t.Errorf("expires_at = %v, want %v", got.ExpiresAt, k.ExpiresAt)
 		}
 		// 6s is inside the cache TTL (10s): the cached record itself is judged.
-		e.clock.Advance(6 * time.Second)
+		w.clock.Advance(6 * time.Second)
 		wantError(t, n.get(t, "/public/v1/key", secret), 401, "unauthorized", "expired")
 	})
 }

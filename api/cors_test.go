@@ -34,9 +34,9 @@ func wantVaryOrigin(t *testing.T, a answer) {
 // allowing GET and Authorization, never credentials. Any other origin gets no
 // CORS headers at all, and its preflight 400 origin_not_allowed.
 func TestCORS(t *testing.T) {
-	e := newEnv(t)
-	n := e.node(t)
-	secret, _ := e.newKey(t, keyOpts{})
+	w := newWorld(t)
+	n := w.node(t)
+	secret, _ := w.newKey(t, keyOpts{})
 	preflight := func(t *testing.T, origin string) answer {
 		t.Helper()
 		return n.do(t, http.MethodOptions, "/public/v1/key", http.Header{

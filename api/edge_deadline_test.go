@@ -27,9 +27,9 @@ func wantEndedInTime(t *testing.T, what string, a rawAnswer, err error) {
 // writes before a body does not end the request: a client that never sends
 // the body is still ended by the request deadline, not the idle wait.
 func TestEdgeContinueKeepsRequestDeadline(t *testing.T) {
-	e := newEnv(t)
-	n := e.node(t, withTimeouts(time.Second, time.Minute))
-	secret, _ := e.newKey(t, keyOpts{})
+	w := newWorld(t)
+	n := w.node(t, withTimeouts(time.Second, time.Minute))
+	secret, _ := w.newKey(t, keyOpts{})
 
 	c := n.dial(t)
 	br := bufio.NewReader(c)
@@ -56,8 +56,8 @@ func TestEdgeContinueKeepsRequestDeadline(t *testing.T) {
 // writing the previous answer (here over 4 KiB, so fasthttp writes part of
 // it before the request is done) does not put it on the idle wait.
 func TestEdgePipelinedPartialRequest(t *testing.T) {
-	e := newEnv(t)
-	n := e.node(t, withTimeouts(time.Second, time.Minute))
+	w := newWorld(t)
+	n := w.node(t, withTimeouts(time.Second, time.Minute))
 
 	c := n.dial(t)
 	if a := send(t, c, bufio.NewReader(c), "GET /public/v1/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n"); len(a.body) <= 8<<10 {
@@ -82,8 +82,8 @@ func TestEdgePipelinedPartialRequest(t *testing.T) {
 // another request followed (valyala/fasthttp#1672): the client got one
 // answer and waited for the idle close.
 func TestEdgePipelinedRequestsAllAnswered(t *testing.T) {
-	e := newEnv(t)
-	n := e.node(t, withTimeouts(time.Second, time.Minute))
+	w := newWorld(t)
+	n := w.node(t, withTimeouts(time.Second, time.Minute))
 	for _, tc := range []struct {
 		path   string
 		status int

@@ -3,21 +3,17 @@ package api_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/marketdata/marketdata/api"
 	"github.com/marketdata/marketdata/internal/testenv"
-	"github.com/marketdata/marketdata/ratelimit"
-	"github.com/marketdata/marketdata/store"
 )
 
 // fuzzSecret is the key secret the seed corpus carries.
@@ -27,48 +23,8 @@ const fuzzSecret = "mdk_live_FuzzSeedSecretFuzzSeedSecretFuzzSe1234"
 // loopback listener for the whole fuzz run; the log goes to logs.
 func fuzzNode(f *testing.F) (addr string, logs *testenv.LogBuffer) {
 	f.Helper()
-	dsn := testenv.Database(f)
-	if _, err := store.Migrate(f.Context(), dsn); err != nil {
-		f.Fatalf("migrate: %v", err)
-	}
-	pool, err := store.Connect(f.Context(), dsn)
-	if err != nil {
-		f.Fatalf("connect: %v", err)
-	}
-	f.Cleanup(pool.Close)
-	rdb, prefix := testenv.Redis(f)
-	logs = &testenv.LogBuffer{}
-	ac := api.DefaultConfig()
-	ac.DocsOrigin, ac.KeyPepper, ac.CursorSecret = docsOrigin, randomBytes(32), randomBytes(32)
-	ac.RequestTimeout, ac.IdleTimeout = 2*time.Second, 2*time.Second
-	srv, err := api.New(ac, api.Deps{
-		Credentials: store.New(pool),
-		Limiter: mustLimiter(f, rdb, ratelimit.Config{
-			Limit: 1 << 30, Window: time.Minute, AuthFailLimit: 1 << 30, AuthFailWindow: time.Minute, Prefix: prefix,
-			Timeout: 50 * time.Millisecond,
-		}),
-		Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
-	if err != nil {
-		f.Fatalf("api.New: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		f.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	f.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			f.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			f.Errorf("serve: %v", err)
-		}
-	})
-	return ln.Addr().String(), logs
+	n := newWorld(f).node(f, withLimit(1<<30), withAuthFailLimit(1<<30), withTimeouts(2*time.Second, 2*time.Second))
+	return strings.TrimPrefix(n.base, "http://"), n.logs
 }
 
 var authLine = regexp.MustCompile(`(?im)^authorization:[ \t]*bearer[ \t]+([A-Za-z0-9_-]{12,})`)

@@ -15,14 +15,6 @@ import (
 	"github.com/marketdata/marketdata/api"
 )
 
-func withMaxConns(n int) option { return func(c *nodeConfig) { c.api.MaxConns = n } }
-
-// withTimeouts sets the request deadline (from a request's first byte) and
-// the idle wait; the contract's 10 s and 60 s are too long for a test.
-func withTimeouts(request, idle time.Duration) option {
-	return func(c *nodeConfig) { c.api.RequestTimeout, c.api.IdleTimeout = request, idle }
-}
-
 // dial opens a raw connection to the node, closed when the test ends.
 func (n *node) dial(t *testing.T) net.Conn {
 	t.Helper()
@@ -91,9 +83,9 @@ func keyRequest(secret, extra string) string {
 // neither the secret nor any byte of the request line reaches the answer
 // or the node's log. 16 KiB of request line and headers is still read.
 func TestEdgeMalformedRequests(t *testing.T) {
-	e := newEnv(t)
-	n := e.node(t)
-	secret, _ := e.newKey(t, keyOpts{})
+	w := newWorld(t)
+	n := w.node(t)
+	secret, _ := w.newKey(t, keyOpts{})
 	const marker = "zqmarker7731"
 	line := "GET /public/v1/key?" + marker + "=1 HTTP/1.1\r\n"
 	auth := "Authorization: Bearer " + secret + "\r\n"
@@ -156,9 +148,9 @@ func TestEdgeMalformedRequests(t *testing.T) {
 // timeout of its first byte is answered 408 (or closed), also when it
 // trickles in a byte at a time.
 func TestEdgePartialRequest(t *testing.T) {
-	e := newEnv(t)
-	n := e.node(t, withTimeouts(time.Second, time.Minute))
-	secret, _ := e.newKey(t, keyOpts{})
+	w := newWorld(t)
+	n := w.node(t, withTimeouts(time.Second, time.Minute))
+	secret, _ := w.newKey(t, keyOpts{})
 
 	c := n.dial(t)
 	br := bufio.NewReader(c)
@@ -210,11 +202,11 @@ func TestEdgePartialRequest(t *testing.T) {
 // request timeout and is closed quietly (no unasked 408) after the idle
 // timeout, before its first request as after one.
 func TestEdgeIdleConnections(t *testing.T) {
-	e := newEnv(t)
+	w := newWorld(t)
 	// The idle wait is long enough for two requests and a request timeout
 	// on two busy cores; wantClosedQuietly waits 10 s for its end.
-	n := e.node(t, withTimeouts(500*time.Millisecond, 6*time.Second))
-	secret, _ := e.newKey(t, keyOpts{})
+	n := w.node(t, withTimeouts(500*time.Millisecond, 6*time.Second))
+	secret, _ := w.newKey(t, keyOpts{})
 
 	kept := n.dial(t)
 	keptBr := bufio.NewReader(kept)
@@ -248,11 +240,11 @@ func TestEdgeIdleConnections(t *testing.T) {
 // TestEdgeMaxConns: with MaxConns open connections the node accepts no more
 // (a new client waits); when one closes, the waiting one is served.
 func TestEdgeMaxConns(t *testing.T) {
-	e := newEnv(t)
+	w := newWorld(t)
 	const max = 5
-	n := e.node(t, withMaxConns(max))
-	secret, _ := e.newKey(t, keyOpts{})
-	e.client.CloseIdleConnections() // the harness's first request holds a connection
+	n := w.node(t, withMaxConns(max))
+	secret, _ := w.newKey(t, keyOpts{})
+	w.client.CloseIdleConnections() // the harness's first request holds a connection
 
 	conns := make([]net.Conn, max)
 	for i := range conns {

@@ -22,28 +22,28 @@ const scopedPath = "/scoped-test"
 // Every row comes from its own client address (X-Forwarded-For through a
 // trusted loopback proxy), so failed-authentication counts stay apart.
 func TestErrorTable(t *testing.T) {
-	e := newEnv(t)
-	n := e.node(t, withTrusted("127.0.0.1/32"), withAuthFailLimit(3), withLimit(2),
+	w := newWorld(t)
+	n := w.node(t, withTrusted("127.0.0.1/32"), withAuthFailLimit(3), withLimit(2),
 		withSetup(func(s *api.Server) { s.AddScopedTestRoute(scopedPath, store.ScopeMarketsRead) }))
 
 	// A node whose Postgres pool is closed cannot check keys: 503, never 500.
-	closed, err := store.Connect(t.Context(), e.dsn)
+	closed, err := store.Connect(t.Context(), w.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	closed.Close()
-	down := e.node(t, withCredentials(store.New(closed)))
+	down := w.node(t, withCredentials(store.New(closed)))
 
-	valid, _ := e.newKey(t, keyOpts{})
-	scoped, _ := e.newKey(t, keyOpts{scopes: []string{store.ScopeMarketsRead}})
-	revoked, rk := e.newKey(t, keyOpts{})
-	e.revoke(t, rk.ID)
-	now := e.clock.Now()
-	expired, _ := e.newKey(t, keyOpts{created: now.Add(-2 * time.Hour), expires: now.Add(-time.Minute)})
-	elsewhere, _ := e.newKey(t, keyOpts{allow: []string{"10.0.0.0/8"}})
-	noAccess, nk := e.newKey(t, keyOpts{})
-	e.setAccess(t, nk.AccountID, false)
-	busy, _ := e.newKey(t, keyOpts{})
+	valid, _ := w.newKey(t, keyOpts{})
+	scoped, _ := w.newKey(t, keyOpts{scopes: []string{store.ScopeMarketsRead}})
+	revoked, rk := w.newKey(t, keyOpts{})
+	w.revoke(t, rk.ID)
+	now := w.clock.Now()
+	expired, _ := w.newKey(t, keyOpts{created: now.Add(-2 * time.Hour), expires: now.Add(-time.Minute)})
+	elsewhere, _ := w.newKey(t, keyOpts{allow: []string{"10.0.0.0/8"}})
+	noAccess, nk := w.newKey(t, keyOpts{})
+	w.setAccess(t, nk.AccountID, false)
+	busy, _ := w.newKey(t, keyOpts{})
 	tail := valid[len(store.SecretPrefix)+1:] // 42 characters
 
 	tests := []struct {
@@ -121,7 +121,7 @@ func TestErrorTable(t *testing.T) {
 				h.Set("Authorization", tt.auth)
 			}
 			if tt.fresh {
-				secret, _ := e.newKey(t, keyOpts{})
+				secret, _ := w.newKey(t, keyOpts{})
 				h.Set("Authorization", "Bearer "+secret)
 			}
 			for j := 0; j+1 < len(tt.extra); j += 2 {
@@ -152,9 +152,9 @@ func TestErrorTable(t *testing.T) {
 // TestKeyAnswer checks the 200 of /key: its fields, RateLimit headers and
 // the request id (the caller's plain token is kept, anything else replaced).
 func TestKeyAnswer(t *testing.T) {
-	e := newEnv(t)
-	n := e.node(t, withLimit(5))
-	secret, k := e.newKey(t, keyOpts{scopes: []string{store.ScopeMarketsRead}, allow: []string{"127.0.0.0/8", "::1/128"}})
+	w := newWorld(t)
+	n := w.node(t, withLimit(5))
+	secret, k := w.newKey(t, keyOpts{scopes: []string{store.ScopeMarketsRead}, allow: []string{"127.0.0.0/8", "::1/128"}})
 
 	a := n.get(t, "/public/v1/key", secret, "X-Request-Id", "req-12345678")
 	got := wantOK(t, a)

@@ -35,7 +35,7 @@ func rtDecodePage(t *testing.T, a answer) rtPage {
 
 // rtWalk follows next_cursor from query to the last page, checking every item
 // and that only the last page has a null cursor.
-func rtWalk(t *testing.T, w *rtWorld, n *node, secret, query string) []string {
+func rtWalk(t *testing.T, w *world, n *node, secret, query string) []string {
 	t.Helper()
 	ids := []string{}
 	cursor := ""

@@ -19,3 +19,7 @@ func (s *Server) AddScopedTestRoute(path, scope string) {
 // CredentialsVersionSeen is the credentials version the node's poll last
 // read (-1: none yet), so a test can wait until the poll has seen a change.
 func (s *Server) CredentialsVersionSeen() int64 { return s.keys.version.Load() }
+
+// SearchLoads is how many full Loads of the search index have completed, so
+// a test can wait for a resync rather than sleep through its period.
+func (s *Server) SearchLoads() int64 { return s.search.loads.Load() }

@@ -20,9 +20,9 @@ import (
 // decided by the node alone, but the two "decided by this node alone" WARNs
 // come at most once per 10 s each (the first at once), not once per request.
 func TestRedisOutageWarnsRarely(t *testing.T) {
-	e := newEnv(t)
-	n := e.node(t, withRedis(unreachableRedis(t)), withLimit(1000), withWindow(time.Hour), withAuthFailLimit(1000))
-	secret, _ := e.newKey(t, keyOpts{})
+	w := newWorld(t)
+	n := w.node(t, withRedis(unreachableRedis(t)), withLimit(1000), withWindow(time.Hour), withAuthFailLimit(1000))
+	secret, _ := w.newKey(t, keyOpts{})
 	start := time.Now()
 	const requests = 40
 	for range requests {
@@ -80,7 +80,7 @@ func (h *rtDown) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 // would wait on the dead server and log "cache repair failed" once per
 // request).
 func TestRedisOutageRepairsNothing(t *testing.T) {
-	w := rtNewWorld(t)
+	w := newWorld(t, withIngest())
 	opt, err := redis.ParseURL(testenv.RedisURL)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func TestRedisOutageRepairsNothing(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	hook := &rtDown{}
 	rdb.AddHook(hook)
-	n := w.start(t, withRedis(rdb))
+	n := w.node(t, withRedis(rdb))
 	secret := rtSecret(t, w)
 	rtFixture(t, w)
 	w.settle(t, secret, n)

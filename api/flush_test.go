@@ -46,10 +46,10 @@ var rtFlushPaths = []string{
 // answers exactly what it answered before (from Postgres), never 5xx; the
 // read documents are repaired in Redis at once, the listing by the rebuild.
 func TestFlushRedis(t *testing.T) {
-	w := rtNewWorld(t)
+	w := newWorld(t, withIngest())
 	// A short resync makes the search index reload during the outage, from
 	// Postgres since the listing is incomplete.
-	n := w.start(t, func(c *nodeConfig) { c.api.SearchResync = 50 * time.Millisecond })
+	n := w.node(t, withSearchResync(50*time.Millisecond))
 	secret := rtSecret(t, w)
 	rtFixture(t, w)
 	w.settle(t, secret, n)
@@ -110,7 +110,7 @@ func TestFlushRedis(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d documents repaired in Redis after 2s", got, len(repaired))
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // polling Redis for the repairs
 		// Price items a node holds are read again, and so repaired, once
 		// its short-lived copy expires: keep reading, as pollers do.
 		for _, path := range rtFlushPaths {
@@ -120,7 +120,7 @@ func TestFlushRedis(t *testing.T) {
 	if got := w.rdb.ZCard(ctx, w.cache.TradesKey("M-a")).Val(); got != 200 {
 		t.Errorf("M-a's trade list holds %d trades after repair, want 200", got)
 	}
-	time.Sleep(100 * time.Millisecond) // a search resync from Postgres
+	n.searchReloaded(t) // from Postgres: the listing is incomplete
 	if complete() {
 		t.Fatal("listing complete without a rebuild")
 	}
@@ -153,12 +153,12 @@ func TestFlushRedis(t *testing.T) {
 	if !complete() {
 		t.Fatal("listing incomplete after the rebuild")
 	}
-	time.Sleep(100 * time.Millisecond) // a search resync from Redis
+	n.searchReloaded(t) // from Redis again
 	same("after the rebuild")
 }
 
 // rtFlush deletes every key under prefix (other tests share the server).
-func rtFlush(t *testing.T, w *rtWorld) {
+func rtFlush(t *testing.T, w *world) {
 	t.Helper()
 	if err := rtDeleteAll(w); err != nil {
 		t.Fatal(err)
@@ -166,7 +166,7 @@ func rtFlush(t *testing.T, w *rtWorld) {
 }
 
 // rtDeleteAll is rtFlush for goroutines that must not call t.Fatal.
-func rtDeleteAll(w *rtWorld) error {
+func rtDeleteAll(w *world) error {
 	ctx := context.Background()
 	var keys []string
 	iter := w.rdb.Scan(ctx, 0, w.prefix+"*", 1000).Iterator()
@@ -204,8 +204,8 @@ func (rtUnsent) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 // the limiter decides alone and the queued reads have no answer: every route
 // answers from Postgres what a healthy node answers, never 5xx.
 func TestFlushRoundTripNotSent(t *testing.T) {
-	w := rtNewWorld(t)
-	n := w.start(t)
+	w := newWorld(t, withIngest())
+	n := w.node(t)
 	opt, err := redis.ParseURL(testenv.RedisURL)
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestFlushRoundTripNotSent(t *testing.T) {
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
 	rdb.AddHook(rtUnsent{})
-	broken := w.start(t, withRedis(rdb))
+	broken := w.node(t, withRedis(rdb))
 	secret := rtSecret(t, w)
 	rtFixture(t, w)
 	w.settle(t, secret, n, broken)
@@ -249,20 +249,25 @@ func (h *rtLoseOnScan) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // Redis losing its data while the search index reloads from it must not
 // leave the index with what survived (nothing): it reads Postgres instead.
 func TestFlushDuringSearchLoad(t *testing.T) {
-	w := rtNewWorld(t)
+	w := newWorld(t, withIngest())
 	opt, err := redis.ParseURL(testenv.RedisURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
+	// loadsBefore is how many search Loads had completed when the hook ran,
+	// in the Load that reads Redis: its own completion is the next.
+	var loadsBefore atomic.Int64
+	var n *node
 	hook := &rtLoseOnScan{lose: func() {
+		loadsBefore.Store(n.srv.SearchLoads())
 		if err := rtDeleteAll(w); err != nil {
 			t.Errorf("flush during the reload: %v", err)
 		}
 	}}
 	rdb.AddHook(hook)
-	n := w.start(t, withRedis(rdb), func(c *nodeConfig) { c.api.SearchResync = 300 * time.Millisecond })
+	n = w.node(t, withRedis(rdb), withSearchResync(300*time.Millisecond))
 	secret := rtSecret(t, w)
 	rtFixture(t, w)
 	w.settle(t, secret, n)
@@ -271,13 +276,12 @@ func TestFlushDuringSearchLoad(t *testing.T) {
 
 	hook.armed.Store(true)
 	deadline := time.Now().Add(2 * time.Second)
-	for hook.armed.Load() {
+	for hook.armed.Load() || n.srv.SearchLoads() <= loadsBefore.Load() {
 		if time.Now().After(deadline) {
-			t.Fatal("no search reload within 2s")
+			t.Fatalf("no search reload installed within 2s (hook ran: %v)", !hook.armed.Load())
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling the hook and the load count
 	}
-	time.Sleep(50 * time.Millisecond) // the reload installs; the next is 300ms away
 	if a := n.get(t, path, secret); a.status != before.status || string(a.body) != string(before.body) {
 		t.Errorf("after Redis lost its data during a reload:\n got %d %.300s\nwant %d %.300s", a.status, a.body, before.status, before.body)
 	}

@@ -4,12 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
-	"net"
 	"net/http"
-	"net/netip"
 	"slices"
 	"strconv"
 	"sync"
@@ -17,128 +13,47 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
-
-	"github.com/marketdata/marketdata/api"
-	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/ratelimit"
 	"github.com/marketdata/marketdata/store"
 )
 
-// limPepper is the key pepper of every node of these tests.
-var limPepper = []byte("limits-test-pepper-0123456789abcdef")
-
-// limCluster is N API nodes in this process, on one Postgres database and
-// one Redis prefix of the test's own, with one account and one valid key.
+// limCluster is n API nodes sharing one account window, on a world of the
+// test's own, with one markets:read key of that account.
 type limCluster struct {
-	urls   []string
+	w      *world
+	nodes  []*node
 	secret string
-	rdb    *redis.Client
-	client *http.Client
-	// warns counts the nodes' warnings: a limit decided by a node alone
-	// (Redis too slow or down) is logged as one.
-	warns *limWarnings
 }
 
-// limWarnings is a slog handler that keeps the warnings and above.
-type limWarnings struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (h *limWarnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (h *limWarnings) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	msg := r.Message
-	r.Attrs(func(a slog.Attr) bool { msg += " " + a.String(); return true })
-	h.msgs = append(h.msgs, msg)
-	return nil
-}
-func (h *limWarnings) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *limWarnings) WithGroup(string) slog.Handler      { return h }
-
-func (h *limWarnings) all() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.msgs)
-}
-
-// limStart starts n nodes sharing rl (its Prefix is set here). The Redis
-// timeout is raised from the 50ms default so that a slow answer under the
-// test's load is not decided by the per-node fallback: these tests measure
-// the shared window.
-func limStart(t *testing.T, n int, rl ratelimit.Config, trusted []netip.Prefix) *limCluster {
+// limStart starts n nodes sharing rl's windows (its Prefix and Timeout are
+// set here), each counting n live nodes, as presence does in production.
+// The Redis timeout is raised from the 50ms default so that a slow answer
+// under the test's load is not decided by the per-node fallback: these
+// tests measure the shared window.
+func limStart(t *testing.T, n int, rl ratelimit.Config, opts ...option) *limCluster {
 	t.Helper()
-	ctx := context.Background()
-	dsn := testenv.Database(t)
-	rdb, prefix := testenv.Redis(t)
-	if _, err := store.Migrate(ctx, dsn); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	pool, err := store.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	st := store.New(pool)
-
-	now := time.Now()
-	acc, err := st.CreateAccount(ctx, "limits", now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.SetAccess(ctx, acc.ID, true, now); err != nil {
-		t.Fatal(err)
-	}
-	secret := store.NewSecret()
-	if _, err := st.CreateKey(ctx, store.NewKey{
-		AccountID: acc.ID, SecretHash: store.HashSecret(limPepper, secret), Last4: secret[len(secret)-4:],
-		Scopes: []string{store.ScopeMarketsRead}, CreatedAt: now, ExpiresAt: now.Add(time.Hour),
-	}); err != nil {
-		t.Fatal(err)
-	}
-
-	opt, err := redis.ParseURL(testenv.RedisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rl.Prefix = prefix
-	rl.Timeout = time.Second
-	c := &limCluster{
-		secret: secret, rdb: rdb, warns: &limWarnings{},
-		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
-	}
+	w := newWorld(t)
+	rl.Prefix, rl.Timeout = w.prefix, time.Second
+	opts = append([]option{func(c *nodeConfig) {
+		c.limit = rl
+		c.peers = func() int { return n }
+	}}, opts...)
+	c := &limCluster{w: w}
 	for range n {
-		nodeRdb := redis.NewClient(opt) // each node has its own connections, as in production
-		t.Cleanup(func() { nodeRdb.Close() })
-		lim, err := ratelimit.New(nodeRdb, rl, func() int { return n }, time.Now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ac := api.DefaultConfig()
-		ac.DocsOrigin, ac.TrustedProxies = "http://127.0.0.1:8081", trusted
-		ac.KeyPepper, ac.CursorSecret = limPepper, []byte("limits-test-cursor-secret-0123456789")
-		srv, err := api.New(ac, api.Deps{Credentials: st, Limiter: lim, Log: slog.New(c.warns), Registry: prometheus.NewRegistry()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Serve(ln) //nolint:errcheck // ends with Shutdown
-		t.Cleanup(func() {
-			// Shutdown waits for open connections: close the client's idle ones first.
-			c.client.CloseIdleConnections()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			srv.Shutdown(ctx) //nolint:errcheck // cleanup: the test has its answers
-		})
-		c.urls = append(c.urls, "http://"+ln.Addr().String()+"/public/v1/key")
+		c.nodes = append(c.nodes, w.node(t, opts...))
 	}
+	c.secret, _ = w.newKey(t, keyOpts{scopes: []string{store.ScopeMarketsRead}})
 	return c
+}
+
+// warnings are the nodes' warnings: a limit decided by a node alone
+// (Redis too slow or down) is logged as one.
+func (c *limCluster) warnings() []string {
+	var all []string
+	for _, n := range c.nodes {
+		all = append(all, n.warnings()...)
+	}
+	return all
 }
 
 // limAnswer is what the tests look at in an answer.
@@ -148,46 +63,36 @@ type limAnswer struct {
 	code   string // error.code of an error body
 }
 
-// get calls url with secret as the bearer key ("" sends none) and, when
-// xff is not empty, an X-Forwarded-For header.
-func (c *limCluster) get(url, secret, xff string) (limAnswer, error) {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return limAnswer{}, err
-	}
-	if secret != "" {
-		req.Header.Set("Authorization", "Bearer "+secret)
-	}
+// get asks n for /key with secret as the bearer key ("" sends none) and,
+// when xff is not empty, an X-Forwarded-For header. Any answer but a 200
+// must be a contract error.
+func (c *limCluster) get(n *node, secret, xff string) (limAnswer, error) {
+	var kv []string
 	if xff != "" {
-		req.Header.Set("X-Forwarded-For", xff)
+		kv = []string{"X-Forwarded-For", xff}
 	}
-	resp, err := c.client.Do(req)
+	a, err := n.fetch(context.Background(), "/public/v1/key", secret, kv...)
 	if err != nil {
 		return limAnswer{}, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return limAnswer{}, err
-	}
-	a := limAnswer{status: resp.StatusCode, header: resp.Header}
-	if resp.StatusCode != http.StatusOK {
+	la := limAnswer{status: a.status, header: a.header}
+	if a.status != http.StatusOK {
 		var e struct {
 			Error struct{ Code string } `json:"error"`
 		}
-		if err := json.Unmarshal(body, &e); err != nil {
-			return a, fmt.Errorf("status %d with a body that is not an error: %q", resp.StatusCode, body)
+		if err := json.Unmarshal(a.body, &e); err != nil {
+			return la, fmt.Errorf("status %d with a body that is not an error: %q", a.status, a.body)
 		}
-		a.code = e.Error.Code
+		la.code = e.Error.Code
 	}
-	return a, nil
+	return la, nil
 }
 
-func (c *limCluster) mustGet(t *testing.T, url, secret, xff string) limAnswer {
+func (c *limCluster) mustGet(t *testing.T, n *node, secret, xff string) limAnswer {
 	t.Helper()
-	a, err := c.get(url, secret, xff)
+	a, err := c.get(n, secret, xff)
 	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		t.Fatalf("GET %s/public/v1/key: %v", n.base, err)
 	}
 	return a
 }
@@ -195,7 +100,7 @@ func (c *limCluster) mustGet(t *testing.T, url, secret, xff string) limAnswer {
 // redisNow is the Redis clock, which the windows are aligned on.
 func (c *limCluster) redisNow(t *testing.T) time.Time {
 	t.Helper()
-	now, err := c.rdb.Time(context.Background()).Result()
+	now, err := c.w.rdb.Time(context.Background()).Result()
 	if err != nil {
 		t.Fatalf("redis TIME: %v", err)
 	}
@@ -279,9 +184,9 @@ func TestLimitAccuracy(t *testing.T) {
 func limMeasure(t *testing.T, lc limLoad) {
 	c := limStart(t, lc.nodes, ratelimit.Config{
 		Limit: lc.limit, Window: lc.window, AuthFailLimit: 20, AuthFailWindow: time.Minute,
-	}, nil)
-	for _, u := range c.urls { // warm each node's key cache outside the measured windows
-		if a := c.mustGet(t, u, c.secret, ""); a.status != http.StatusOK {
+	})
+	for _, n := range c.nodes { // warm each node's key cache outside the measured windows
+		if a := c.mustGet(t, n, c.secret, ""); a.status != http.StatusOK {
 			t.Fatalf("warm-up: got %d %s, want 200", a.status, a.code)
 		}
 	}
@@ -295,7 +200,7 @@ func limMeasure(t *testing.T, lc limLoad) {
 	rnow := c.redisNow(t)
 	offset := rnow.Sub(before.Add(time.Since(before) / 2)) // Redis clock − local clock
 	boundary := time.UnixMilli((rnow.UnixMilli()/wms + 1) * wms)
-	time.Sleep(time.Until(boundary.Add(-offset + startMargin)))
+	time.Sleep(time.Until(boundary.Add(-offset + startMargin))) // a window boundary: time is what is under test
 	first := c.redisNow(t)
 	start := time.Now()
 	end := boundary.Add(-offset + limWindows*w - endMargin)
@@ -316,8 +221,8 @@ func limMeasure(t *testing.T, lc limLoad) {
 		wg.Go(func() {
 			// Request i leaves at start + i × interval, to node i mod N.
 			for i := g; i < total; i += limSenders {
-				time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
-				a, err := c.get(c.urls[i%lc.nodes], c.secret, "")
+				time.Sleep(time.Until(start.Add(time.Duration(i) * interval))) // pacing the load, not waiting for an event
+				a, err := c.get(c.nodes[i%lc.nodes], c.secret, "")
 				switch {
 				case err != nil:
 					report(err.Error())
@@ -347,7 +252,7 @@ func limMeasure(t *testing.T, lc limLoad) {
 	for _, p := range problems {
 		t.Error(p)
 	}
-	if w := c.warns.all(); len(w) > 0 {
+	if w := c.warnings(); len(w) > 0 {
 		t.Errorf("%d warnings (decisions without Redis?), first: %s", len(w), w[0])
 	}
 	if spanned != limWindows {
@@ -377,12 +282,13 @@ func TestLimitBurstExact(t *testing.T) {
 	t.Parallel()
 	const nodes, limit, calls, goroutines = 3, 60, 180, 30
 	const w = 2 * time.Second
-	c := limStart(t, nodes, ratelimit.Config{Limit: limit, Window: w, AuthFailLimit: 20, AuthFailWindow: time.Minute}, nil)
+	c := limStart(t, nodes, ratelimit.Config{Limit: limit, Window: w, AuthFailLimit: 20, AuthFailWindow: time.Minute})
 	// Warm the key caches, then start at a fresh window with room for the burst.
-	for _, u := range c.urls {
-		c.mustGet(t, u, c.secret, "")
+	for _, n := range c.nodes {
+		c.mustGet(t, n, c.secret, "")
 	}
 	ms := c.redisNow(t).UnixMilli()
+	// The window boundary on the Redis clock is what is under test: no event to wait on.
 	time.Sleep(time.Duration(w.Milliseconds()-ms%w.Milliseconds())*time.Millisecond + 20*time.Millisecond)
 	first := c.redisNow(t)
 
@@ -395,7 +301,7 @@ func TestLimitBurstExact(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for i := g; i < calls; i += goroutines {
-				a, err := c.get(c.urls[i%nodes], c.secret, "")
+				a, err := c.get(c.nodes[i%nodes], c.secret, "")
 				mu.Lock()
 				switch {
 				case err != nil:
@@ -431,7 +337,7 @@ func TestLimitBurstExact(t *testing.T) {
 		t.Errorf("got %d answers 200 with RateLimit-Remaining %v and %d answers 429; want %d with 0..%d once each and %d",
 			len(remaining), remaining, refused, limit, limit-1, calls-limit)
 	}
-	if w := c.warns.all(); len(w) > 0 {
+	if w := c.warnings(); len(w) > 0 {
 		t.Errorf("%d warnings (decisions without Redis?), first: %s", len(w), w[0])
 	}
 }
@@ -447,27 +353,29 @@ func TestLimitFailedAuthAcrossNodes(t *testing.T) {
 	// The nodes trust the loopback proxy, so X-Forwarded-For names a second client.
 	c := limStart(t, 2, ratelimit.Config{
 		Limit: 1000, Window: time.Minute, AuthFailLimit: failLimit, AuthFailWindow: failWindow,
-	}, []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")})
-	nodeA, nodeB := c.urls[0], c.urls[1]
+	}, withTrusted("127.0.0.1/32"))
+	nodeA, nodeB := c.nodes[0], c.nodes[1]
 	const other = "203.0.113.9"
 
 	bad := []string{store.NewSecret(), "mdk_live_short", "", store.NewSecret()} // unknown, malformed, none, unknown
 	for i, secret := range bad {
-		url := []string{nodeA, nodeB}[i%2]
-		if a := c.mustGet(t, url, secret, ""); a.status != http.StatusUnauthorized || a.code != "unauthorized" {
+		n := []*node{nodeA, nodeB}[i%2]
+		if a := c.mustGet(t, n, secret, ""); a.status != http.StatusUnauthorized || a.code != "unauthorized" {
 			t.Fatalf("bad key %d on node %c: got %d %s, want 401 unauthorized", i+1, "AB"[i%2], a.status, a.code)
 		}
 	}
 	var retry int
 	for _, r := range []struct {
-		name, url, secret string
+		name   string
+		node   *node
+		secret string
 	}{
 		{"5th bad key on node A", nodeA, store.NewSecret()},
 		{"6th bad key on node B", nodeB, store.NewSecret()},
 		{"valid key on node A", nodeA, c.secret},
 		{"valid key on node B", nodeB, c.secret},
 	} {
-		a := c.mustGet(t, r.url, r.secret, "")
+		a := c.mustGet(t, r.node, r.secret, "")
 		ra, err := strconv.Atoi(a.header.Get("Retry-After"))
 		if a.status != http.StatusTooManyRequests || a.code != "rate_limited" || err != nil || ra < 1 || ra > int(failWindow/time.Second) {
 			t.Fatalf("%s: got %d %s Retry-After %q, want 429 rate_limited with Retry-After 1..%d",
@@ -475,8 +383,8 @@ func TestLimitFailedAuthAcrossNodes(t *testing.T) {
 		}
 		retry = ra
 	}
-	for i, url := range []string{nodeA, nodeB} {
-		if a := c.mustGet(t, url, c.secret, other); a.status != http.StatusOK {
+	for i, n := range []*node{nodeA, nodeB} {
+		if a := c.mustGet(t, n, c.secret, other); a.status != http.StatusOK {
 			t.Errorf("valid key from %s on node %c: got %d %s, want 200", other, "AB"[i], a.status, a.code)
 		}
 	}
@@ -484,9 +392,10 @@ func TestLimitFailedAuthAcrossNodes(t *testing.T) {
 		t.Errorf("bad key from %s: got %d %s, want 401 (its own count)", other, a.status, a.code)
 	}
 
+	// The failed-auth window elapsing is what is under test: no event to wait on.
 	time.Sleep(time.Duration(retry)*time.Second + 100*time.Millisecond)
-	for i, url := range []string{nodeA, nodeB} {
-		if a := c.mustGet(t, url, c.secret, ""); a.status != http.StatusOK {
+	for i, n := range []*node{nodeA, nodeB} {
+		if a := c.mustGet(t, n, c.secret, ""); a.status != http.StatusOK {
 			t.Errorf("valid key on node %c after Retry-After: got %d %s, want 200", "AB"[i], a.status, a.code)
 		}
 	}

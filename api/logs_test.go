@@ -31,11 +31,11 @@ func unreachableRedis(t *testing.T) *redis.Client {
 // per-node fallback keeps the window (with its headers) and the
 // failed-authentication block.
 func TestRedisOutage(t *testing.T) {
-	e := newEnv(t)
+	w := newWorld(t)
 	// An hour-long window: the fallback aligns windows on the clock, and a
 	// boundary must not fall inside the test.
-	n := e.node(t, withRedis(unreachableRedis(t)), withLimit(3), withWindow(time.Hour), withAuthFailLimit(2))
-	secret, _ := e.newKey(t, keyOpts{})
+	n := w.node(t, withRedis(unreachableRedis(t)), withLimit(3), withWindow(time.Hour), withAuthFailLimit(2))
+	secret, _ := w.newKey(t, keyOpts{})
 
 	for i, remaining := range []string{"2", "1", "0"} {
 		a := n.get(t, "/public/v1/key", secret)
@@ -52,7 +52,7 @@ func TestRedisOutage(t *testing.T) {
 	wantError(t, a, 429, "rate_limited", "limit")
 	wantLimitHeaders(t, a, true)
 
-	other, _ := e.newKey(t, keyOpts{})
+	other, _ := w.newKey(t, keyOpts{})
 	wantOK(t, n.get(t, "/public/v1/key", other))
 	for range 2 {
 		wantError(t, n.get(t, "/public/v1/key", store.NewSecret()), 401, "unauthorized", "unknown")
@@ -69,31 +69,31 @@ func TestRedisOutage(t *testing.T) {
 // and a Postgres outage (503, logged with its error) and looks for every
 // secret used, and for the secret prefix, in every node's log output.
 func TestSecretsNeverLogged(t *testing.T) {
-	e := newEnv(t)
-	normal := e.node(t, withAuthFailLimit(50))
-	outage := e.node(t, withRedis(unreachableRedis(t)), withAuthFailLimit(5))
-	closed, err := store.Connect(t.Context(), e.dsn)
+	w := newWorld(t)
+	normal := w.node(t, withAuthFailLimit(50))
+	outage := w.node(t, withRedis(unreachableRedis(t)), withAuthFailLimit(5))
+	closed, err := store.Connect(t.Context(), w.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	closed.Close()
-	pgDown := e.node(t, withCredentials(store.New(closed)))
+	pgDown := w.node(t, withCredentials(store.New(closed)))
 
 	var secrets []string
 	use := func(s string) string { secrets = append(secrets, s); return s }
-	valid, _ := e.newKey(t, keyOpts{})
+	valid, _ := w.newKey(t, keyOpts{})
 	use(valid)
-	revoked, rk := e.newKey(t, keyOpts{})
+	revoked, rk := w.newKey(t, keyOpts{})
 	use(revoked)
-	e.revoke(t, rk.ID)
-	now := e.clock.Now()
-	expired, _ := e.newKey(t, keyOpts{created: now.Add(-time.Hour), expires: now.Add(-time.Minute)})
+	w.revoke(t, rk.ID)
+	now := w.clock.Now()
+	expired, _ := w.newKey(t, keyOpts{created: now.Add(-time.Hour), expires: now.Add(-time.Minute)})
 	use(expired)
-	elsewhere, _ := e.newKey(t, keyOpts{allow: []string{"10.0.0.0/8"}})
+	elsewhere, _ := w.newKey(t, keyOpts{allow: []string{"10.0.0.0/8"}})
 	use(elsewhere)
-	noAccess, nk := e.newKey(t, keyOpts{})
+	noAccess, nk := w.newKey(t, keyOpts{})
 	use(noAccess)
-	e.setAccess(t, nk.AccountID, false)
+	w.setAccess(t, nk.AccountID, false)
 	malformed := use(valid[:len(valid)-1] + "!")
 	short := use(valid[:len(valid)-1])
 

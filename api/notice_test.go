@@ -29,7 +29,7 @@ func pollUntil(t *testing.T, n *node, secret string, status int, start time.Time
 		if time.Since(start) > limit {
 			t.Fatalf("still %d after %v, want %d", a.status, limit, status)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling the answer; the time it takes is the measure
 	}
 }
 
@@ -37,20 +37,20 @@ func pollUntil(t *testing.T, n *node, secret string, status int, start time.Time
 // published as cmd/marketdata does, is seen by a second node sharing the
 // services within 1 s (contract §2), though its cached entry would live 10 s.
 func TestChangeNoticeReachesEveryNode(t *testing.T) {
-	e := newEnv(t)
-	n1 := e.node(t)
-	n2 := e.node(t)
+	w := newWorld(t)
+	n1 := w.node(t)
+	n2 := w.node(t)
 
 	t.Run("revoke", func(t *testing.T) {
-		secret, k := e.newKey(t, keyOpts{})
-		other, _ := e.key(t, k.AccountID, keyOpts{})
+		secret, k := w.newKey(t, keyOpts{})
+		other, _ := w.key(t, k.AccountID, keyOpts{})
 		for _, n := range []*node{n1, n2} {
 			wantOK(t, n.get(t, "/public/v1/key", secret))
 			wantOK(t, n.get(t, "/public/v1/key", other))
 		}
 		start := time.Now()
-		e.revoke(t, k.ID)
-		e.notify(t, k.AccountID, k.ID)
+		w.revoke(t, k.ID)
+		w.notify(t, k.AccountID, k.ID)
 		if took := pollUntil(t, n2, secret, http.StatusUnauthorized, start, time.Second); took >= time.Second {
 			t.Errorf("node 2 saw the revocation after %v, want < 1s", took)
 		}
@@ -63,15 +63,15 @@ func TestChangeNoticeReachesEveryNode(t *testing.T) {
 	})
 
 	t.Run("withdraw access", func(t *testing.T) {
-		secret, k := e.newKey(t, keyOpts{})
-		other, _ := e.key(t, k.AccountID, keyOpts{})
+		secret, k := w.newKey(t, keyOpts{})
+		other, _ := w.key(t, k.AccountID, keyOpts{})
 		for _, n := range []*node{n1, n2} {
 			wantOK(t, n.get(t, "/public/v1/key", secret))
 			wantOK(t, n.get(t, "/public/v1/key", other))
 		}
 		start := time.Now()
-		e.setAccess(t, k.AccountID, false)
-		e.notify(t, k.AccountID, "") // as `access withdraw` sends it
+		w.setAccess(t, k.AccountID, false)
+		w.notify(t, k.AccountID, "") // as `access withdraw` sends it
 		if took := pollUntil(t, n2, secret, http.StatusForbidden, start, time.Second); took >= time.Second {
 			t.Errorf("node 2 saw the withdrawal after %v, want < 1s", took)
 		}
@@ -80,8 +80,8 @@ func TestChangeNoticeReachesEveryNode(t *testing.T) {
 		wantError(t, n1.get(t, "/public/v1/key", secret), 403, "access_not_granted", "access")
 
 		start = time.Now()
-		e.setAccess(t, k.AccountID, true)
-		e.notify(t, k.AccountID, "")
+		w.setAccess(t, k.AccountID, true)
+		w.notify(t, k.AccountID, "")
 		if took := pollUntil(t, n2, secret, http.StatusOK, start, time.Second); took >= time.Second {
 			t.Errorf("node 2 saw the grant after %v, want < 1s", took)
 		}
@@ -95,8 +95,8 @@ func TestChangeNoticeReachesEveryNode(t *testing.T) {
 			wantError(t, n.get(t, "/public/v1/key", secret), 401, "unauthorized", "unknown")
 		}
 		start := time.Now()
-		_, k := e.key(t, e.account(t, true), keyOpts{secret: secret})
-		e.notify(t, k.AccountID, k.ID)
+		_, k := w.key(t, w.account(t, true), keyOpts{secret: secret})
+		w.notify(t, k.AccountID, k.ID)
 		if took := pollUntil(t, n2, secret, http.StatusOK, start, time.Second); took >= time.Second {
 			t.Errorf("node 2 accepted the new key after %v, want < 1s", took)
 		}
@@ -107,23 +107,23 @@ func TestChangeNoticeReachesEveryNode(t *testing.T) {
 // applies the change once its cached entry is older than KeyCacheTTL.
 func TestCacheTTLWithoutNotice(t *testing.T) {
 	const ttl = 300 * time.Millisecond
-	e := newEnv(t)
-	n := e.node(t, withKeyCacheTTL(ttl))
+	w := newWorld(t)
+	n := w.node(t, withKeyCacheTTL(ttl))
 
 	t.Run("revoke", func(t *testing.T) {
-		secret, k := e.newKey(t, keyOpts{})
+		secret, k := w.newKey(t, keyOpts{})
 		wantOK(t, n.get(t, "/public/v1/key", secret))
 		start := time.Now()
-		e.revoke(t, k.ID)
+		w.revoke(t, k.ID)
 		took := pollUntil(t, n, secret, http.StatusUnauthorized, start, ttl+time.Second)
 		t.Logf("revocation applied after %v without a notice", took)
 	})
 
 	t.Run("withdraw access", func(t *testing.T) {
-		secret, k := e.newKey(t, keyOpts{})
+		secret, k := w.newKey(t, keyOpts{})
 		wantOK(t, n.get(t, "/public/v1/key", secret))
 		start := time.Now()
-		e.setAccess(t, k.AccountID, false)
+		w.setAccess(t, k.AccountID, false)
 		took := pollUntil(t, n, secret, http.StatusForbidden, start, ttl+time.Second)
 		t.Logf("withdrawal applied after %v without a notice", took)
 	})
@@ -132,11 +132,11 @@ func TestCacheTTLWithoutNotice(t *testing.T) {
 		// The injected clock stands still here, so the entry cannot age:
 		// without a notice the revoked key is still served from the cache,
 		// which shows the polls above were answered by the TTL, not a miss.
-		secret, k := e.newKey(t, keyOpts{})
+		secret, k := w.newKey(t, keyOpts{})
 		wantOK(t, n.get(t, "/public/v1/key", secret))
-		e.revoke(t, k.ID)
-		e.clock.Advance(-time.Hour)
-		defer e.clock.Advance(time.Hour)
+		w.revoke(t, k.ID)
+		w.clock.Advance(-time.Hour)
+		defer w.clock.Advance(time.Hour)
 		wantOK(t, n.get(t, "/public/v1/key", secret))
 	})
 }

@@ -50,7 +50,7 @@ func TestEventPagesFollowNotices(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: the node's pages still differ from the model after 5s", what)
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // polling the node's pages
 		}
 	}
 	waitFor("fixture")
@@ -100,11 +100,10 @@ func TestEventPagesFollowNotices(t *testing.T) {
 	// they are read again, from Redis without its sets, so empty.
 	notice := func(data string) {
 		t.Helper()
-		nc := w.js.Conn()
-		if err := nc.Publish(w.names.NoticeSubject, []byte(data)); err != nil {
+		if err := w.nc.Publish(w.names.NoticeSubject, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
-		if err := nc.Flush(); err != nil {
+		if err := w.nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -142,7 +142,7 @@ func (m *rtModel) listed(f rtFilter) []string {
 // ids, categories, venue sets and tied volumes; a main event with active,
 // recently resolved and old resolved markets; a 1-venue, a merged and a
 // resolved event; prices and trades (with equal timestamps) on them.
-func rtFixture(t *testing.T, w *rtWorld) {
+func rtFixture(t *testing.T, w *world) {
 	t.Helper()
 	venue := func(mask, i int, id string) any {
 		if mask&(1<<i) == 0 {
@@ -229,12 +229,12 @@ func rtFixture(t *testing.T, w *rtWorld) {
 }
 
 // rtSetup is a world with the fixture settled on n nodes, and a key.
-func rtSetup(t *testing.T, n int, opts ...option) (*rtWorld, []*node, string) {
+func rtSetup(t *testing.T, n int, opts ...option) (*world, []*node, string) {
 	t.Helper()
-	w := rtNewWorld(t)
+	w := newWorld(t, withIngest())
 	var nodes []*node
 	for range n {
-		nodes = append(nodes, w.start(t, opts...))
+		nodes = append(nodes, w.node(t, opts...))
 	}
 	secret := rtSecret(t, w)
 	rtFixture(t, w)
@@ -298,9 +298,9 @@ var rtBadPaths = []string{
 // parameters (a request both over the window and malformed is 429); answers
 // that passed the window carry the RateLimit headers, 404 and 422 included.
 func TestRouteChecksOrder(t *testing.T) {
-	w := rtNewWorld(t)
-	n := w.start(t)
-	tight := w.start(t, withLimit(1))
+	w := newWorld(t, withIngest())
+	n := w.node(t)
+	tight := w.node(t, withLimit(1))
 	secret := rtSecret(t, w)
 	noScope, _ := w.newKey(t, keyOpts{scopes: []string{"account:read"}})
 	for _, path := range append(slices.Clone(rtOKPaths), rtBadPaths...) {

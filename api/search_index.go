@@ -31,8 +31,10 @@ type searchIndex struct {
 	// memos are rendered answers by query (see answer).
 	memos     sync.Map
 	memoCount atomic.Int64
-	// loaded is set by the first successful Load.
+	// loaded is set by the first successful Load; loads counts them (a
+	// test waits on it for a resync instead of sleeping).
 	loaded atomic.Bool
+	loads  atomic.Int64
 	// blockSize is searchBlockSize (tests make it small).
 	blockSize int
 
@@ -135,6 +137,7 @@ func (x *searchIndex) Load(ctx context.Context) error {
 	x.vol = vol
 	x.snap.Store(loaded.merge(vol, changes, x.blockSize))
 	x.loaded.Store(true)
+	x.loads.Add(1)
 	return nil
 }
 

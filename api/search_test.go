@@ -669,7 +669,7 @@ func waitIndexLen(t *testing.T, x *searchIndex, n int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("index holds %d, want %d (ready %v)", x.Len(), n, x.Ready())
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling the index
 	}
 }
 
@@ -693,29 +693,47 @@ func TestSearchRequestReload(t *testing.T) {
 	waitLen := func(n int) { t.Helper(); waitIndexLen(t, x, n) }
 	waitLen(1) // the first Load
 	// Requests while one is pending are one: Run is held up in a Load (the
-	// hook) while 100 requests arrive, then loads at most once more.
-	release := make(chan struct{})
+	// hook) while 100 requests arrive, then loads once more, and while that
+	// Load runs no request is left pending.
+	held, release, stop := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(stop) }) // before runIndex's cleanup: a held Load ends
 	src.mu.Lock()
-	src.afterRead = func() { <-release }
-	src.mu.Unlock()
-	x.RequestReload()
-	deadline := time.Now().Add(5 * time.Second)
-	for src.loadCount() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("a reload request did not load within 5 s (the period is an hour)")
+	src.afterRead = func() {
+		select {
+		case held <- struct{}{}:
+		case <-stop:
+			return
 		}
-		time.Sleep(time.Millisecond)
+		select {
+		case <-release:
+		case <-stop:
+		}
 	}
+	src.mu.Unlock()
+	waitHeld := func(what string) {
+		t.Helper()
+		select {
+		case <-held:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not load within 5 s (the period is an hour)", what)
+		}
+	}
+	x.RequestReload()
+	waitHeld("a reload request")
 	src.put("b", "Beta", 2)
 	for range 100 {
 		x.RequestReload() // never blocks
 	}
+	release <- struct{}{}
+	waitHeld("100 reload requests")
+	if n := len(x.reload); n != 0 {
+		t.Errorf("%d reload requests pending during the Load made for the 100 requests, want none", n)
+	}
 	src.mu.Lock()
 	src.afterRead = nil
 	src.mu.Unlock()
-	close(release)
+	release <- struct{}{}
 	waitLen(2)
-	time.Sleep(50 * time.Millisecond)
 	if n := src.loadCount(); n != 3 {
 		t.Errorf("%d Loads, want 3: the first, the one held up, and one for the 100 requests made meanwhile", n)
 	}
@@ -951,7 +969,7 @@ func BenchmarkSearchRandom50k(b *testing.B) {
 			if err := x.Update(ctx, []string{ids[rng.IntN(len(ids))], ids[rng.IntN(len(ids))]}); err != nil {
 				return
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // pacing the writer, not waiting for an event
 		}
 	}()
 	var mu sync.Mutex

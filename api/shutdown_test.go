@@ -5,17 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/marketdata/marketdata/api"
-	"github.com/marketdata/marketdata/ratelimit"
 )
 
 // TestGracefulShutdown: many clients keep asking while the node shuts down.
@@ -23,30 +20,10 @@ import (
 // mid-answer); the others fail before any answer; after Shutdown returns, new
 // connections are refused.
 func TestGracefulShutdown(t *testing.T) {
-	e := newEnv(t)
-	secret, _ := e.newKey(t, keyOpts{})
-	ac := api.DefaultConfig()
-	ac.DocsOrigin, ac.KeyPepper, ac.CursorSecret, ac.KeyNoticeSubject = docsOrigin, e.pepper, e.cursor, e.subject
-	srv, err := api.New(ac, api.Deps{
-		Credentials: e.st,
-		Limiter: mustLimiter(t, e.rdb, ratelimit.Config{
-			Limit: 1_000_000, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: time.Minute, Prefix: e.prefix,
-			Timeout: 50 * time.Millisecond,
-		}),
-		NC:  e.nc,
-		Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Now: e.clock.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	w := newWorld(t)
+	secret, _ := w.newKey(t, keyOpts{})
+	n := w.node(t, withLimit(1_000_000))
+	addr := strings.TrimPrefix(n.base, "http://")
 
 	const clients = 32
 	var (
@@ -78,7 +55,7 @@ func TestGracefulShutdown(t *testing.T) {
 				if err != nil {
 					// No answer began: the connection was closed or refused.
 					refused.Add(1)
-					time.Sleep(time.Millisecond)
+					time.Sleep(time.Millisecond) // pacing a refused client's retries
 					continue
 				}
 				body, err := io.ReadAll(resp.Body)
@@ -101,12 +78,12 @@ func TestGracefulShutdown(t *testing.T) {
 	// Let the clients get going, then shut down under load.
 	deadline := time.Now().Add(5 * time.Second)
 	for ok.Load() < 500 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling the load's progress
 	}
 	before := ok.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
+	if err := n.shutdown(ctx); err != nil {
 		t.Errorf("shutdown: %v", err)
 	}
 	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
@@ -115,9 +92,9 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Errorf("dial after Shutdown: %v, want connection refused", err)
 	}
 	select {
-	case err := <-served:
-		if err != nil {
-			t.Errorf("Serve returned %v, want nil", err)
+	case <-n.served:
+		if n.serveErr != nil {
+			t.Errorf("Serve returned %v, want nil", n.serveErr)
 		}
 	case <-time.After(5 * time.Second):
 		t.Errorf("Serve did not return after Shutdown")

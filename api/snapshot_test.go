@@ -18,7 +18,7 @@ type rtSnapshot struct {
 
 // rtWantSnapshot checks a snapshot of ids against the model: data and missing
 // in request order (duplicates once), every price item exact.
-func rtWantSnapshot(t *testing.T, w *rtWorld, a answer, ids []string) {
+func rtWantSnapshot(t *testing.T, w *world, a answer, ids []string) {
 	t.Helper()
 	rtWant200(t, a)
 	if keys := rtKeys(t, a.body); !reflect.DeepEqual(keys, []string{"data", "missing"}) {

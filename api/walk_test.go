@@ -5,8 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -18,13 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/marketdata/marketdata/api"
-	"github.com/marketdata/marketdata/cache"
-	"github.com/marketdata/marketdata/ingest"
-	"github.com/marketdata/marketdata/internal/testenv"
-	"github.com/marketdata/marketdata/ratelimit"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -88,88 +80,37 @@ func (f cwFilter) matches(category string, venues [4]bool, count int) bool {
 	return count >= max(2, f.minVenues)
 }
 
-// cwWorld is one test's services, worker, node and model.
+// cwWorld is a world with ingest, one node serving its data routes, a
+// markets:read key, and the walk's model of the events it published.
 type cwWorld struct {
-	e      *env
+	*world
 	n      *node
-	cache  *cache.Cache
-	js     jetstream.JetStream
-	icfg   ingest.Config
 	secret string // a markets:read key of account
 	acct   string
 
 	mu      sync.Mutex
-	model   map[string]*cwEvent
+	events  map[string]*cwEvent
 	touched map[string]bool // ids changed since the current walk began
 	rng     *rand.Rand
 }
 
-// cwStartWorld starts the ingest worker and an API node that serves the
-// data routes from the worker's cache, and gives the world a key.
+// cwStartWorld starts a world with ingest, an API node that serves the data
+// routes from the worker's cache, and gives the world a key.
 func cwStartWorld(t *testing.T) *cwWorld {
 	t.Helper()
-	e := newEnv(t)
-	ctx := t.Context()
-	nc, names := testenv.NATS(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	icfg := ingestConfig(names)
-	if err := ingest.EnsureStreams(ctx, js, icfg, nil); err != nil {
-		t.Fatal(err)
-	}
-	c := cache.New(e.rdb, e.prefix+"c:", cache.Rules{Retention: 168 * time.Hour, Now: time.Now})
-	// An empty store: this marks the listing complete, so pages come from Redis.
-	if _, _, err := c.EnsureComplete(ctx, e.st); err != nil {
-		t.Fatalf("ensure complete: %v", err)
-	}
-	if ok, err := c.ListingComplete(ctx); err != nil || !ok {
-		t.Fatalf("listing complete = %v, %v after EnsureComplete", ok, err)
-	}
-	w, err := ingest.New(icfg, ingest.Deps{
-		NC: nc, Store: e.st, Cache: c, Metrics: ingest.NewMetrics(prometheus.NewRegistry()),
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now, Retention: 168 * time.Hour,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ingest worker: %v", err)
-		}
-	})
-
-	world := &cwWorld{
-		e: e, cache: c, js: js, icfg: icfg,
-		model: map[string]*cwEvent{}, touched: map[string]bool{},
+	w := &cwWorld{
+		world:  newWorld(t, withIngest()),
+		events: map[string]*cwEvent{}, touched: map[string]bool{},
 		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x5eed)),
 	}
-	world.n = cwStartNode(t, e, c, names.NoticeSubject)
-	world.acct = e.account(t, true)
-	world.secret, _ = e.key(t, world.acct, keyOpts{scopes: []string{store.ScopeMarketsRead}})
-	return world
-}
-
-// cwStartNode starts an API node like env.node does, with the data routes
-// (cache and store fallback) and a window no walk can exhaust.
-func cwStartNode(t *testing.T, e *env, c *cache.Cache, noticeSubject string) *node {
-	t.Helper()
-	ac := api.DefaultConfig()
-	ac.DocsOrigin, ac.AppOrigins = docsOrigin, []string{appOrigin}
-	ac.KeyPepper, ac.CursorSecret, ac.KeyNoticeSubject, ac.NoticeSubject = e.pepper, e.cursor, e.subject, noticeSubject
-	return e.start(t, nodeConfig{
-		api: ac,
-		limit: ratelimit.Config{
-			Limit: 1_000_000, Window: time.Minute, AuthFailLimit: 100, AuthFailWindow: 5 * time.Minute, Prefix: e.prefix,
-			Timeout: 50 * time.Millisecond,
-		},
-		listen: "127.0.0.1:0", rdb: e.rdb, creds: e.st, cache: c, fallback: e.st, load: true, reader: readerConfig(),
-	})
+	// The store is empty: the listing is complete, so pages come from Redis.
+	if ok, err := w.cache.ListingComplete(t.Context()); err != nil || !ok {
+		t.Fatalf("listing complete = %v, %v after EnsureComplete", ok, err)
+	}
+	w.n = w.node(t)
+	w.acct = w.account(t, true)
+	w.secret, _ = w.key(t, w.acct, keyOpts{scopes: []string{store.ScopeMarketsRead}})
+	return w
 }
 
 // cwPublish sends the event's current model state as the next version. The
@@ -208,10 +149,10 @@ func (w *cwWorld) cwPublish(ctx context.Context, ev *cwEvent) (jetstream.PubAckF
 func (w *cwWorld) change(t testing.TB, id string, fn func(ev *cwEvent)) uint64 {
 	t.Helper()
 	w.mu.Lock()
-	ev := w.model[id]
+	ev := w.events[id]
 	if ev == nil {
 		ev = &cwEvent{id: id}
-		w.model[id] = ev
+		w.events[id] = ev
 	}
 	fn(ev)
 	w.touched[id] = true
@@ -232,67 +173,6 @@ func (w *cwWorld) change(t testing.TB, id string, fn func(ev *cwEvent)) uint64 {
 	return 0
 }
 
-// waitSeq waits until the worker has acknowledged every message up to
-// stream sequence seq, which it does after writing Postgres and Redis.
-func (w *cwWorld) waitSeq(t testing.TB, seq uint64) {
-	t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := w.js.Consumer(ctx, w.icfg.Stream, w.icfg.Consumer)
-		if err == nil {
-			ci, err := c.Info(ctx)
-			if err == nil && ci.AckFloor.Stream >= seq {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ingest did not apply stream sequence %d within 30s", seq)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// waitApplied waits until the worker has acknowledged every stored message,
-// which it does after writing Postgres and Redis.
-func (w *cwWorld) waitApplied(t testing.TB) {
-	t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		s, err := w.js.Stream(ctx, w.icfg.Stream)
-		if err == nil {
-			si, err := s.Info(ctx)
-			if err == nil {
-				c, err := w.js.Consumer(ctx, w.icfg.Stream, w.icfg.Consumer)
-				if err == nil {
-					ci, err := c.Info(ctx)
-					if err == nil && ci.NumPending == 0 && ci.NumAckPending == 0 && ci.AckFloor.Stream >= si.State.LastSeq {
-						return
-					}
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ingest did not apply every message within 30s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// noRejects checks that ingest refused none of the test's messages: a
-// refused one would silently leave the model and the service apart.
-func (w *cwWorld) noRejects(t testing.TB) {
-	t.Helper()
-	s, err := w.js.Stream(context.Background(), w.icfg.DLQStream)
-	if err != nil {
-		t.Fatalf("dlq stream: %v", err)
-	}
-	if n := s.CachedInfo().State.Msgs; n != 0 {
-		t.Fatalf("ingest rejected %d of the test's messages", n)
-	}
-}
-
 // cwIDAlphabet holds the id characters in bytewise order: '-' < digits <
 // upper case < '_' < lower case, where locale collations disagree.
 const cwIDAlphabet = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
@@ -308,9 +188,9 @@ func (w *cwWorld) trickyID() string {
 			if w.rng.IntN(2) == 0 {
 				id += string(edges[w.rng.IntN(len(edges))])
 			}
-		case k < 6 && len(w.model) > 0: // an existing id with a suffix, or cut short
-			ids := make([]string, 0, len(w.model))
-			for id := range w.model {
+		case k < 6 && len(w.events) > 0: // an existing id with a suffix, or cut short
+			ids := make([]string, 0, len(w.events))
+			for id := range w.events {
 				ids = append(ids, id)
 			}
 			slices.Sort(ids)
@@ -335,7 +215,7 @@ func (w *cwWorld) trickyID() string {
 			}
 			id = string(b)
 		}
-		if len(id) <= 64 && w.model[id] == nil {
+		if len(id) <= 64 && w.events[id] == nil {
 			return id
 		}
 	}
@@ -372,7 +252,7 @@ func (w *cwWorld) seed(t *testing.T, n int) {
 	add := func(status string, served bool) {
 		id := w.trickyID()
 		ev := &cwEvent{id: id, category: cwCategories[w.rng.IntN(len(cwCategories))], status: status, venues: w.randomVenues(served)}
-		w.model[id] = ev
+		w.events[id] = ev
 		f, err := w.cwPublish(ctx, ev)
 		if err != nil {
 			t.Fatalf("publish %s: %v", id, err)
@@ -400,7 +280,7 @@ func (w *cwWorld) seed(t *testing.T, n int) {
 			t.Fatalf("seed publish: %v", err)
 		}
 	}
-	w.waitApplied(t)
+	w.applied(t)
 	w.noRejects(t)
 }
 
@@ -458,7 +338,7 @@ func (w *cwWorld) walk(t *testing.T, f cwFilter, between func(pos string, page i
 	t.Helper()
 	w.mu.Lock()
 	before := map[string]bool{}
-	for id, ev := range w.model {
+	for id, ev := range w.events {
 		if ev.listed() && f.matches(ev.category, ev.venues, ev.venueCount()) {
 			before[id] = true
 		}
@@ -517,7 +397,7 @@ func (w *cwWorld) walk(t *testing.T, f cwFilter, between func(pos string, page i
 	for _, id := range visited {
 		seen[id]++
 		if !before[id] && !w.touched[id] {
-			ev := w.model[id]
+			ev := w.events[id]
 			t.Errorf("walk under %q: visited %q, which was not listed and matching before the walk and did not change during it (model %+v)", f.query(), id, ev)
 		}
 	}
@@ -545,7 +425,7 @@ func (w *cwWorld) pick(f cwFilter, pos string, after bool) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var ids []string
-	for id, ev := range w.model {
+	for id, ev := range w.events {
 		if ev.listed() && f.matches(ev.category, ev.venues, ev.venueCount()) && (id > pos) == after && !w.touched[id] {
 			ids = append(ids, id)
 		}
@@ -620,7 +500,7 @@ func (w *cwWorld) mutate(t *testing.T, f cwFilter) func(pos string, page int) {
 			}
 		}
 		if page%2 == 0 {
-			w.waitSeq(t, last)
+			w.appliedUpTo(t, last)
 		}
 	}
 }
@@ -684,7 +564,7 @@ func TestWalkEventsUnderChanges(t *testing.T) {
 			visited := w.walk(t, f, w.mutate(t, f))
 			close(stop)
 			t.Logf("churn published %d changes", <-done)
-			w.waitApplied(t)
+			w.applied(t)
 			if visited == 0 && w.countListed(f) > 0 {
 				t.Errorf("walk under %q visited nothing", f.query())
 			}
@@ -696,14 +576,17 @@ func TestWalkEventsUnderChanges(t *testing.T) {
 
 	// The store fallback: without the completion marker the node reads pages
 	// from Postgres, with the same promises.
-	ok := w.e.prefix + "c:{i}:ok"
-	if err := w.e.rdb.Del(t.Context(), ok).Err(); err != nil {
+	ok := w.prefix + "{i}:ok" // the listing's completion marker (cache/cache.go)
+	if err := w.rdb.Del(t.Context(), ok).Err(); err != nil {
 		t.Fatal(err)
+	}
+	if complete, err := w.cache.ListingComplete(t.Context()); err != nil || complete {
+		t.Fatalf("listing complete = %v, %v after its marker was deleted", complete, err)
 	}
 	for _, f := range []cwFilter{{}, {category: "politics", venue: "venue_c"}, {minVenues: 3}} {
 		run("postgres/"+cwOr(f.query(), "all"), f)
 	}
-	if err := w.e.rdb.Set(t.Context(), ok, "1", 0).Err(); err != nil {
+	if err := w.rdb.Set(t.Context(), ok, "1", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -718,7 +601,7 @@ func (w *cwWorld) countListed(f cwFilter) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := 0
-	for _, ev := range w.model {
+	for _, ev := range w.events {
 		if ev.listed() && f.matches(ev.category, ev.venues, ev.venueCount()) {
 			n++
 		}
@@ -751,8 +634,8 @@ func cwPageIDs(p cwPage) []string {
 func TestWalkCursorReplay(t *testing.T) {
 	w := cwStartWorld(t)
 	w.seed(t, 120)
-	sameAcct, _ := w.e.key(t, w.acct, keyOpts{scopes: []string{store.ScopeMarketsRead}})
-	otherAcct, _ := w.e.newKey(t, keyOpts{scopes: []string{store.ScopeMarketsRead}})
+	sameAcct, _ := w.key(t, w.acct, keyOpts{scopes: []string{store.ScopeMarketsRead}})
+	otherAcct, _ := w.newKey(t, keyOpts{scopes: []string{store.ScopeMarketsRead}})
 
 	const filtered = "category=politics"
 	p1, _ := w.page(t, w.secret, filtered+"&limit=7")

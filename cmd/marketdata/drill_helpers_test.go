@@ -233,10 +233,7 @@ func (d *drill) newKey() (id, secret string) {
 	cliJSON(d.t, d.env, &acc, "account", "create", "--name", "drill")
 	var granted map[string]any
 	cliJSON(d.t, d.env, &granted, "access", "grant", "--account", acc.AccountID)
-	var key struct {
-		KeyID  string `json:"key_id"`
-		Secret string `json:"secret"`
-	}
+	var key createdKey
 	cliJSON(d.t, d.env, &key, "key", "create", "--account", acc.AccountID, "--scopes", "markets:read")
 	return key.KeyID, key.Secret
 }

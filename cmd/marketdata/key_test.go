@@ -12,6 +12,19 @@ import (
 	"github.com/marketdata/marketdata/internal/testenv"
 )
 
+// createdKey is what `marketdata key create` prints (--json), the one
+// definition of that shape in this package's tests: the CLI test checks
+// it, the drills take their key from it.
+type createdKey struct {
+	KeyID       string    `json:"key_id"`
+	Secret      string    `json:"secret"`
+	Last4       string    `json:"last4"`
+	Scopes      []string  `json:"scopes"`
+	IPAllowlist []string  `json:"ip_allowlist"`
+	CreatedAt   time.Time `json:"created_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+}
+
 func TestParseLifetime(t *testing.T) {
 	cases := []struct {
 		in   string
@@ -220,15 +233,7 @@ func TestKeyLifecycleCLI(t *testing.T) {
 	if want := []string{"created_at", "expires_at", "ip_allowlist", "key_id", "last4", "scopes", "secret"}; !slices.Equal(fields, want) {
 		t.Errorf("key create fields: got %v, want %v", fields, want)
 	}
-	var key struct {
-		KeyID       string    `json:"key_id"`
-		Secret      string    `json:"secret"`
-		Last4       string    `json:"last4"`
-		Scopes      []string  `json:"scopes"`
-		IPAllowlist []string  `json:"ip_allowlist"`
-		CreatedAt   time.Time `json:"created_at"`
-		ExpiresAt   time.Time `json:"expires_at"`
-	}
+	var key createdKey
 	if err := json.Unmarshal([]byte(raw), &key); err != nil {
 		t.Fatal(err)
 	}
@@ -273,10 +278,10 @@ func TestKeyLifecycleCLI(t *testing.T) {
 
 	// The revoked key does not count: five more are active, a sixth is refused.
 	for i := range 5 {
-		var k map[string]any
+		var k createdKey
 		cliJSON(t, env, &k, "key", "create", "--account", acc.AccountID, "--scopes", "markets:read")
-		if !secretShape.MatchString(fmt.Sprint(k["secret"])) {
-			t.Errorf("active key %d: got %v", i+1, k)
+		if !secretShape.MatchString(k.Secret) {
+			t.Errorf("active key %d: got %+v", i+1, k)
 		}
 	}
 	out, err = run(t, env, "key", "create", "--account", acc.AccountID, "--scopes", "markets:read", "--json")

@@ -139,6 +139,9 @@ func Redis(t testing.TB) (*redis.Client, string) {
 // defaults shows at once.
 type Streams struct {
 	Stream, SubjectPrefix, DLQStream, DLQPrefix, NoticeSubject, Consumer string
+	// KeySubject carries key notices (notice.KeySubject in production),
+	// apart from the change notices of NoticeSubject.
+	KeySubject string
 }
 
 // NATS connects and returns stream and subject names of the test's own;
@@ -159,6 +162,7 @@ func NATS(t testing.TB) (*nats.Conn, Streams) {
 		DLQPrefix:     id + ".rejects",
 		NoticeSubject: id + ".changes",
 		Consumer:      "worker",
+		KeySubject:    id + ".keys",
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
