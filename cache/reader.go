@@ -140,7 +140,9 @@ type ReaderConfig struct {
 
 // DefaultReaderConfig is the one home of the Reader's defaults: a 2 s TTL
 // (the bound docs/api.md gives without a notice), 64 + 32 + 32 MB of node
-// memory, a 500 ms notice gap, the limiter's 50 ms Redis budget, 16 repairs.
+// memory, a 500 ms notice gap, a 5 ms notice grace, 16 repairs, and the
+// 50 ms Redis budget of a request, which cmd/marketdata gives the limiter
+// too.
 func DefaultReaderConfig() ReaderConfig {
 	return ReaderConfig{
 		TTL: 2 * time.Second, PriceBytes: 64 << 20, EventBytes: 32 << 20, PageBytes: 32 << 20,

@@ -109,10 +109,13 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 			log.Error("api presence not announced; the Redis-outage fallback counts this node alone", "err", err)
 		}
 	}()
+	// One budget for a request's Redis work, admission and read alike: the
+	// reader's (cache.DefaultReaderConfig is its one home).
+	readerCfg := cache.DefaultReaderConfig()
 	limiter, err := ratelimit.New(rdb, ratelimit.Config{
 		Limit: cfg.RateLimit, Window: cfg.RateWindow,
 		AuthFailLimit: cfg.AuthFailLimit, AuthFailWindow: cfg.AuthFailWindow,
-		Prefix: cfg.RedisPrefix, Timeout: 50 * time.Millisecond,
+		Prefix: cfg.RedisPrefix, Timeout: readerCfg.RedisTimeout,
 	}, presence.Count, time.Now)
 	if err != nil {
 		return err
@@ -120,7 +123,7 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	if err := limiter.Register(reg); err != nil {
 		return err
 	}
-	reader, err := cache.NewReader(newCache(rdb, cfg), fallback, cache.DefaultReaderConfig(), cache.ReaderDeps{
+	reader, err := cache.NewReader(newCache(rdb, cfg), fallback, readerCfg, cache.ReaderDeps{
 		Log: log,
 		Publish: func(n notice.Change) error {
 			return notice.Publish(nc, noticeSubject, n.Encode())
