@@ -5,6 +5,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -46,15 +47,24 @@ func (s *Server) listEvents(c *fiber.Ctx) error {
 			perr = invalidParam("cursor is malformed, altered, or was issued for other filters, another route or another account")
 		}
 	}
+	// One more than the page shows: whether it is there says if a next
+	// page exists. The read's round trip is on its way while the
+	// admission's is: see read.go.
+	ctx := c.UserContext()
+	var read *cache.PageRead
+	if perr == nil {
+		read = s.reader.BeginPage(ctx, q.filter, after, q.limit+1)
+	}
 	if err := s.admit(c); err != nil {
+		if read != nil {
+			read.Discard()
+		}
 		return err
 	}
 	if perr != nil {
 		return perr
 	}
-	// One more than the page shows: whether it is there says if a next
-	// page exists.
-	pg, err := s.reader.Page(c.UserContext(), q.filter, after, q.limit+1)
+	pg, err := read.Finish(ctx)
 	if err != nil {
 		return readFailed(err)
 	}

@@ -9,13 +9,23 @@ import (
 // snapshot answers GET /prices/snapshot?ids=...
 func (s *Server) snapshot(c *fiber.Ctx) error {
 	ids, perr := parseIDs(c.Query("ids")) // copies: node memory may keep them
+	ctx := c.UserContext()
+	// The read's round trip (the change number, the items memory lacks) is
+	// on its way while the admission's is: see read.go.
+	var read *cache.PricesRead
+	if perr == nil {
+		read = s.reader.BeginPrices(ctx, ids)
+	}
 	if err := s.admit(c); err != nil {
+		if read != nil {
+			read.Discard()
+		}
 		return err
 	}
 	if perr != nil {
 		return perr
 	}
-	items, err := s.reader.Prices(c.UserContext(), ids)
+	items, err := read.Finish(ctx)
 	if err != nil {
 		return readFailed(err)
 	}

@@ -1,14 +1,17 @@
 package api
 
-// Data routes read after their admission, not alongside it: the reads
-// benchmark (make bench, one run each on the shared 2-core machine) gave
-// the sequential order the higher ratio to bare Fiber on snapshot (0.23 vs
-// 0.19) and the /events page (0.28 vs 0.25), the same on the event read
-// (0.26 vs 0.25). A read started in a goroutine of its own, with the store
-// step held until the admission came back, cost more CPU (a goroutine and
-// a gate per request) than the overlap saved on a saturated machine. The
-// order also keeps a refused request from costing Redis anything but its
-// limit check.
+// Admission and read. The limiter only limits (ratelimit.Limiter.Admit)
+// and the Reader only reads, each with its own batched Redis round trip.
+// Issue 9 asked what separating them costs: on a quiet machine, one run
+// each, the reads bench gave the binary from before the split (the reads
+// rode the admission's pipeline) snapshot 37.3k rps, /events page 37.0k,
+// event read 48.5k; the split, run one after the other, 28.5k, 29.9k, 43.8k
+// (-24 %, -19 %, -10 %). Over 10 %, the snapshot and the /events page now
+// start their read's round trip before the admission and finish it after
+// (cache.Reader.BeginPrices / BeginPage: queued, no goroutine), so the two
+// trips overlap; the event read, within 10 %, reads after its admission.
+// Only Finish reads Postgres or schedules a repair, so a refused request
+// never costs the store anything; its queued trip is discarded (Discard).
 
 // readFailed is the answer to a read error the route does not answer
 // itself (cache.ErrUnavailable, mostly): the data cannot be read (503).

@@ -45,17 +45,76 @@ func ListSet(f store.ListFilter) string {
 // node memory; pages read from the store (while Redis does not hold the
 // whole listing) are not.
 func (r *Reader) Page(ctx context.Context, f store.ListFilter, after string, count int) (Page, error) {
-	k := pageKey{set: ListSet(f), after: after, count: count}
-	epoch := r.g.now()
-	if pg, ok := r.pages.get(k); ok {
-		v := r.roundTrip(ctx, nil)
-		if pg, ok = stillHeld(r, v, epoch, pg, func() (Page, bool) { return r.pages.get(k) }); ok {
+	return r.BeginPage(ctx, f, after, count).Finish(ctx)
+}
+
+// PageRead is a page read begun (BeginPage) and not yet finished: its node
+// memory lookup is done and its Redis round trip is on its way.
+type PageRead struct {
+	r        *Reader
+	f        store.ListFilter
+	k        pageKey
+	after    string
+	epoch    uint64
+	held     Page
+	isHeld   bool
+	cmd      *redis.Cmd
+	tr       *trip
+	beginErr error
+}
+
+// BeginPage starts Page: it looks the page up in node memory and queues
+// the round trip (the change number, and the page when memory lacks it),
+// and returns without waiting for Redis, so that the caller can run its
+// admission meanwhile. Finish completes it, or Discard drops it; only
+// Finish reads the store.
+func (r *Reader) BeginPage(ctx context.Context, f store.ListFilter, after string, count int) *PageRead {
+	p := &PageRead{r: r, f: f, k: pageKey{set: ListSet(f), after: after, count: count}, after: after, epoch: r.g.now()}
+	p.held, p.isHeld = r.pages.get(p.k)
+	var queue func(redis.Pipeliner)
+	if !p.isHeld {
+		queue = p.queue
+	}
+	p.tr, p.beginErr = r.trips.begin(ctx, queue)
+	return p
+}
+
+func (p *PageRead) queue(pl redis.Pipeliner) {
+	p.cmd = p.r.cache.QueueListPage(pl, p.k.set, p.after, p.k.count)
+}
+
+// Discard drops a read that will not be finished.
+func (p *PageRead) Discard() {
+	if p.tr != nil {
+		p.r.trips.discard(p.tr)
+	}
+}
+
+// wait is the verdict of the begun round trip.
+func (p *PageRead) wait(ctx context.Context) verdict {
+	if p.beginErr != nil {
+		return p.r.judge(ctx, 0, nil, p.beginErr)
+	}
+	seq, seqErr, err := p.r.trips.wait(ctx, p.tr)
+	return p.r.judge(ctx, seq, seqErr, err)
+}
+
+// Finish waits for the read's round trip and completes it: the page from
+// memory if it may still answer, else from Redis, else from the store.
+func (p *PageRead) Finish(ctx context.Context) (Page, error) {
+	r, k, after, count, epoch := p.r, p.k, p.after, p.k.count, p.epoch
+	var v verdict
+	if p.isHeld {
+		v = p.wait(ctx)
+		if pg, ok := stillHeld(r, v, epoch, p.held, func() (Page, bool) { return r.pages.get(k) }); ok {
 			r.count(resPage, layerMemory, 1)
 			return pg, nil
 		}
+		v = r.roundTrip(ctx, p.queue)
+	} else {
+		v = p.wait(ctx)
 	}
-	var cmd *redis.Cmd
-	v := r.roundTrip(ctx, func(p redis.Pipeliner) { cmd = r.cache.QueueListPage(p, k.set, after, count) })
+	cmd := p.cmd
 	redisErr := v.redisErr
 	if redisErr == nil {
 		ids, sums, err := r.cache.ParseListPage(ctx, cmd, k.set, after, count)
@@ -72,7 +131,7 @@ func (r *Reader) Page(ctx context.Context, f store.ListFilter, after string, cou
 		// store has it all.
 		redisErr = err
 	}
-	events, err := r.store.ListedEvents(ctx, f, after, count)
+	events, err := r.store.ListedEvents(ctx, p.f, after, count)
 	if err != nil {
 		if errors.Is(redisErr, ErrListingIncomplete) {
 			redisErr = nil // Redis answered; only the store failed

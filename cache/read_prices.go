@@ -27,28 +27,73 @@ func (p PriceItem) Shown() bool { return p.Served && p.Body != nil }
 // Prices returns the price items of ids, in order: a poll of 50 ids whose
 // items the node holds costs Redis one shared read of the change number.
 func (r *Reader) Prices(ctx context.Context, ids []string) ([]PriceItem, error) {
-	items := make([]PriceItem, len(ids))
-	epoch := r.g.now()
-	var held, miss []int
+	return r.BeginPrices(ctx, ids).Finish(ctx)
+}
+
+// PricesRead is a price read begun (BeginPrices) and not yet finished: its
+// node memory lookups are done and its Redis round trip is on its way.
+type PricesRead struct {
+	r          *Reader
+	ids        []string
+	items      []PriceItem
+	epoch      uint64
+	held, miss []int
+	cmds       []*redis.SliceCmd
+	queue      func([]int) func(redis.Pipeliner)
+	tr         *trip
+	beginErr   error
+}
+
+// BeginPrices starts Prices: it looks ids up in node memory and queues the
+// round trip (the change number and the misses), and returns without
+// waiting for Redis, so that the caller can run its admission meanwhile.
+// Finish completes it; a caller that will not finish (the request was
+// refused) calls Discard. Only Finish reads the store: a refused request
+// never costs Postgres anything.
+func (r *Reader) BeginPrices(ctx context.Context, ids []string) *PricesRead {
+	p := &PricesRead{r: r, ids: ids, items: make([]PriceItem, len(ids)), epoch: r.g.now(),
+		cmds: make([]*redis.SliceCmd, len(ids))}
 	for i, id := range ids {
 		if it, ok := r.prices.get(id); ok {
-			items[i], held = it, append(held, i)
+			p.items[i], p.held = it, append(p.held, i)
 		} else {
-			miss = append(miss, i)
+			p.miss = append(p.miss, i)
 		}
 	}
-	cmds := make([]*redis.SliceCmd, len(ids))
-	queue := func(idx []int) func(redis.Pipeliner) {
+	p.queue = func(idx []int) func(redis.Pipeliner) {
 		if len(idx) == 0 {
 			return nil
 		}
-		return func(p redis.Pipeliner) {
+		return func(pl redis.Pipeliner) {
 			for _, i := range idx {
-				cmds[i] = r.cache.QueueMarket(p, ids[i])
+				p.cmds[i] = r.cache.QueueMarket(pl, ids[i])
 			}
 		}
 	}
-	v := r.roundTrip(ctx, queue(miss))
+	p.tr, p.beginErr = r.trips.begin(ctx, p.queue(p.miss))
+	return p
+}
+
+// Discard drops a read that will not be finished.
+func (p *PricesRead) Discard() {
+	if p.tr != nil {
+		p.r.trips.discard(p.tr)
+	}
+}
+
+// Finish waits for the read's round trip and completes it: Redis for what
+// memory lacked (or could not be trusted for), the store for what Redis
+// lacked, then repairs.
+func (p *PricesRead) Finish(ctx context.Context) ([]PriceItem, error) {
+	r, ids, items, epoch, cmds, queue := p.r, p.ids, p.items, p.epoch, p.cmds, p.queue
+	held, miss := p.held, p.miss
+	var v verdict
+	if p.beginErr != nil {
+		v = r.judge(ctx, 0, nil, p.beginErr)
+	} else {
+		seq, seqErr, err := r.trips.wait(ctx, p.tr)
+		v = r.judge(ctx, seq, seqErr, err)
+	}
 	// fromRedis are the indexes whose commands Redis answered, toStore
 	// those the store answers.
 	var fromRedis, toStore []int

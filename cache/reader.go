@@ -378,6 +378,11 @@ type verdict struct {
 // node memory by the change number it brings back.
 func (r *Reader) roundTrip(ctx context.Context, queue func(redis.Pipeliner)) verdict {
 	seq, seqErr, err := r.trips.do(ctx, queue)
+	return r.judge(ctx, seq, seqErr, err)
+}
+
+// judge is roundTrip's verdict on a round trip's outcome.
+func (r *Reader) judge(ctx context.Context, seq int64, seqErr, err error) verdict {
 	switch {
 	case err != nil:
 		return verdict{trust: true, redisErr: err}

@@ -37,6 +37,8 @@ type trip struct {
 	// done is closed.
 	seq    int64
 	seqErr error
+	// timer bounds the trip from begin to wait.
+	timer *time.Timer
 }
 
 const (
@@ -64,25 +66,41 @@ func newTrips(c *Cache, timeout time.Duration) *trips {
 // change number's, the commands must not be read: they may not have been
 // sent, or may still be being answered.
 func (t *trips) do(ctx context.Context, queue func(redis.Pipeliner)) (seq int64, seqErr, err error) {
+	tr, err := t.begin(ctx, queue)
+	if err != nil {
+		return 0, nil, err
+	}
+	return t.wait(ctx, tr)
+}
+
+// begin queues queue's commands for the next round trip and returns at
+// once: the caller does other work (its admission) while the trip is sent,
+// then waits for it (wait) or drops it (discard). The timeout runs from here.
+func (t *trips) begin(ctx context.Context, queue func(redis.Pipeliner)) (*trip, error) {
 	t.start.Do(func() {
 		for range tripSenders {
 			go t.send()
 		}
 	})
-	tr := &trip{queue: queue, done: make(chan struct{})}
-	timer := time.NewTimer(t.timeout)
-	defer timer.Stop()
+	tr := &trip{queue: queue, done: make(chan struct{}), timer: time.NewTimer(t.timeout)}
 	select {
 	case t.queue <- tr:
-	case <-timer.C:
-		return 0, nil, errRedisSlow
+		return tr, nil
+	case <-tr.timer.C:
+		return nil, errRedisSlow
 	case <-ctx.Done():
-		return 0, nil, ctx.Err()
+		tr.timer.Stop()
+		return nil, ctx.Err()
 	}
+}
+
+// wait waits for a trip begin queued; see do.
+func (t *trips) wait(ctx context.Context, tr *trip) (seq int64, seqErr, err error) {
+	defer tr.timer.Stop()
 	select {
 	case <-tr.done:
 		return tr.seq, tr.seqErr, nil
-	case <-timer.C:
+	case <-tr.timer.C:
 		err = errRedisSlow
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -90,6 +108,13 @@ func (t *trips) do(ctx context.Context, queue func(redis.Pipeliner)) (seq int64,
 	// A sender that took it writes its commands' answers; they are not read.
 	tr.state.CompareAndSwap(tripQueued, tripAbandoned)
 	return 0, nil, err
+}
+
+// discard gives up a trip begin queued (the request was refused): one not
+// yet taken is not sent.
+func (t *trips) discard(tr *trip) {
+	tr.timer.Stop()
+	tr.state.CompareAndSwap(tripQueued, tripAbandoned)
 }
 
 func (t *trips) send() {
