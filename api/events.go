@@ -55,14 +55,8 @@ func (s *Server) listEvents(c *fiber.Ctx) error {
 	if perr == nil {
 		read = s.reader.BeginPage(ctx, q.filter, after, q.limit+1)
 	}
-	if err := s.admit(c); err != nil {
-		if read != nil {
-			read.Discard()
-		}
+	if err := s.admitBegun(c, read, perr); err != nil {
 		return err
-	}
-	if perr != nil {
-		return perr
 	}
 	pg, err := read.Finish(ctx)
 	if err != nil {

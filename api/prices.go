@@ -16,14 +16,8 @@ func (s *Server) snapshot(c *fiber.Ctx) error {
 	if perr == nil {
 		read = s.reader.BeginPrices(ctx, ids)
 	}
-	if err := s.admit(c); err != nil {
-		if read != nil {
-			read.Discard()
-		}
+	if err := s.admitBegun(c, read, perr); err != nil {
 		return err
-	}
-	if perr != nil {
-		return perr
 	}
 	items, err := read.Finish(ctx)
 	if err != nil {

@@ -83,9 +83,9 @@ func (p *PageRead) queue(pl redis.Pipeliner) {
 	p.cmd = p.r.cache.QueueListPage(pl, p.k.set, p.after, p.k.count)
 }
 
-// Discard drops a read that will not be finished.
+// Discard drops a read that will not be finished; nil is none.
 func (p *PageRead) Discard() {
-	if p.tr != nil {
+	if p != nil && p.tr != nil {
 		p.r.trips.discard(p.tr)
 	}
 }

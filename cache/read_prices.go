@@ -74,9 +74,9 @@ func (r *Reader) BeginPrices(ctx context.Context, ids []string) *PricesRead {
 	return p
 }
 
-// Discard drops a read that will not be finished.
+// Discard drops a read that will not be finished; nil is none.
 func (p *PricesRead) Discard() {
-	if p.tr != nil {
+	if p != nil && p.tr != nil {
 		p.r.trips.discard(p.tr)
 	}
 }
