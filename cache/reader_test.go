@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -484,4 +485,45 @@ func closedStore(t *testing.T) *store.Store {
 	}
 	pool.Close()
 	return store.New(pool)
+}
+
+// TestReaderRedisRefusing: a Redis that refuses connections (stopped) is
+// "Redis does not answer": node memory serves what it holds (within its
+// TTL) rather than sending every held item to Postgres, as it does when the
+// round trip times out.
+func TestReaderRedisRefusing(t *testing.T) {
+	w := newReaderWorld(t)
+	ctx := context.Background()
+	priv, addr := testenv.PrivateRedis(t)
+	// No retries: a refused dial fails the command at once, well inside
+	// the read's budget (a retrying client would turn it into a timeout,
+	// the other degraded path).
+	fast := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { fast.Close() })
+	pc := cache.New(fast, "p:", testRules())
+	evs, err := w.st.EventDocsByID(ctx, []string{"E1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mks, err := w.st.MarketDocsByID(ctx, []string{"m1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.ApplyDocs(ctx, evs, mks, nil); err != nil {
+		t.Fatal(err)
+	}
+	w.reg = prometheus.NewRegistry()
+	w.r = w.reader(pc, w.st, w.reg)
+	w.synced("m1")
+	want := w.price["m1"]
+	w.held("m1", want)
+
+	// The private server goes away: dials are refused from now on.
+	if err := priv.Do(ctx, "SHUTDOWN", "NOSAVE").Err(); err != nil && !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "connection") {
+		t.Logf("shutdown: %v", err)
+	}
+	if err := priv.Ping(ctx).Err(); err == nil {
+		t.Fatal("the private Redis still answers after SHUTDOWN")
+	}
+	w.want("m1", want, "memory")
 }
