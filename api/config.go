@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/marketdata/marketdata/api/stream"
 	"github.com/marketdata/marketdata/internal/notice"
 )
 
@@ -23,6 +24,7 @@ func DefaultConfig() Config {
 		MaxConns:         20000,
 		RequestTimeout:   10 * time.Second,
 		IdleTimeout:      60 * time.Second,
+		Stream:           stream.DefaultConfig(),
 	}
 }
 
@@ -85,4 +87,7 @@ type Config struct {
 	// IdleTimeout closes a connection that waits this long for a request
 	// (60s), quietly.
 	IdleTimeout time.Duration
+	// Stream sizes the node's streams (stream.DefaultConfig: the contract's
+	// ping, pong and stall times).
+	Stream stream.Config
 }

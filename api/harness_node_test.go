@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/api"
+	"github.com/marketdata/marketdata/api/stream"
 	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/internal/testenv"
@@ -44,6 +45,9 @@ type nodeConfig struct {
 	reader   cache.ReaderConfig
 	// load runs Server.Start before serving, as `marketdata api` does.
 	load bool
+	// slots is the open-stream limit of a node that serves data (it
+	// serves streams too).
+	slots ratelimit.StreamsConfig
 }
 
 type option func(*nodeConfig)
@@ -79,6 +83,15 @@ func withTimeouts(request, idle time.Duration) option {
 // withCacheTTL sets how long the node serves what it holds in memory
 // without a change notice.
 func withCacheTTL(d time.Duration) option { return func(c *nodeConfig) { c.reader.TTL = d } }
+
+// withStream changes the node's stream settings (ping, pong, stall times).
+func withStream(fn func(*stream.Config)) option { return func(c *nodeConfig) { fn(&c.api.Stream) } }
+
+// withNoticeSubject makes the node listen for change notices on subject
+// (one ingest does not publish on: every notice is lost to it).
+func withNoticeSubject(subject string) option {
+	return func(c *nodeConfig) { c.api.NoticeSubject = subject }
+}
 
 // withSearchResync sets how often the node's search index reloads in full.
 func withSearchResync(d time.Duration) option {
@@ -132,6 +145,7 @@ func (w *world) node(t testing.TB, opts ...option) *node {
 			Timeout: 50 * time.Millisecond,
 		},
 		listen: "127.0.0.1:0", creds: w.st, reader: readerConfig(),
+		slots: ratelimit.StreamsConfig{Limit: 10, Lease: 15 * time.Second, Prefix: w.prefix, Timeout: 50 * time.Millisecond},
 	}
 	cfg.api.DocsOrigin, cfg.api.AppOrigins = docsOrigin, []string{appOrigin}
 	cfg.api.KeyPepper, cfg.api.CursorSecret = w.pepper, w.cursor
@@ -179,9 +193,18 @@ func (w *world) start(t testing.TB, cfg nodeConfig) *node {
 		t.Fatalf("ratelimit.New: %v", err)
 	}
 	reg := prometheus.NewRegistry()
-	srv, err := api.New(cfg.api, api.Deps{
+	deps := api.Deps{
 		Credentials: cfg.creds, Reader: reader, Limiter: limiter, NC: nc, Log: log, Now: w.clock.Now, Registry: reg,
-	})
+	}
+	var slots *ratelimit.Streams
+	if reader != nil {
+		if slots, err = ratelimit.NewStreams(cfg.rdb, cfg.slots, cfg.peers); err != nil {
+			nc.Close()
+			t.Fatalf("ratelimit.NewStreams: %v", err)
+		}
+		deps.StreamSlots = slots
+	}
+	srv, err := api.New(cfg.api, deps)
 	if err != nil {
 		nc.Close()
 		t.Fatalf("api.New: %v", err)
@@ -190,6 +213,9 @@ func (w *world) start(t testing.TB, cfg nodeConfig) *node {
 		cfg.setup(srv)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if slots != nil {
+		go slots.Run(ctx)
+	}
 	if cfg.load {
 		if err := srv.Start(ctx); err != nil {
 			cancel()

@@ -85,6 +85,9 @@ type keyCache struct {
 	gen, flushed atomic.Uint64
 	// version is the credentials version last observed (-1: none yet).
 	version atomic.Int64
+	// onChange, if set, is told after every invalidation (the account or
+	// key it named) and flush (both empty): open streams recheck their key.
+	onChange func(accountID, keyID string)
 }
 
 // keyRecord is a key and account record with its GET /key answer.
@@ -261,6 +264,9 @@ func (k *keyCache) invalidate(accountID, keyID string) {
 	for _, h := range drop {
 		k.entries.Invalidate(h)
 	}
+	if k.onChange != nil {
+		k.onChange(accountID, keyID)
+	}
 }
 
 // flush makes every record be looked up again before it is trusted: after a
@@ -272,8 +278,11 @@ func (k *keyCache) invalidate(accountID, keyID string) {
 // before the primary goes down is served stale until Postgres answers.)
 func (k *keyCache) flush() {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	k.flushed.Store(k.gen.Add(1))
+	k.mu.Unlock()
+	if k.onChange != nil {
+		k.onChange("", "")
+	}
 }
 
 // observeVersion takes the credentials version the node just read (every

@@ -11,12 +11,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fasthttp/websocket"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/marketdata/marketdata/api/stream"
 	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/internal/ratelog"
 	"github.com/marketdata/marketdata/ratelimit"
@@ -31,6 +33,9 @@ type Deps struct {
 	// on Registry, and the node feeds it the change notices.
 	Reader  *cache.Reader
 	Limiter *ratelimit.Limiter
+	// StreamSlots counts the accounts' open streams across nodes
+	// (ratelimit.Streams); nil: the node serves no streams.
+	StreamSlots StreamSlots
 	// NC receives key and change notices and presence; nil in some tests.
 	NC       *nats.Conn
 	Log      *slog.Logger
@@ -54,6 +59,12 @@ type Server struct {
 	reader   *cache.Reader
 	search   *searchIndex
 	edge     *edgeMetrics
+	// hub holds the node's streams (nil: none served), slots their limit.
+	hub      *stream.Hub
+	slots    StreamSlots
+	upgrader *websocket.FastHTTPUpgrader
+	// streamCtx ends with Start's context: streams' reads stop with it.
+	streamCtx context.Context
 	// noticesDropped is the change subscription's drop count last seen.
 	noticesDropped atomic.Int64
 	// nc and its handlers before subscribe, given back by unsubscribe.
@@ -92,6 +103,20 @@ func New(cfg Config, d Deps) (*Server, error) {
 		if err := d.Reader.Register(d.Registry); err != nil {
 			return nil, fmt.Errorf("api: register the reader's metrics: %w", err)
 		}
+	}
+	s.streamCtx = context.Background()
+	if d.Reader != nil && d.StreamSlots != nil {
+		hub, err := stream.New(d.Reader, cfg.Stream, d.Log)
+		if err != nil {
+			return nil, fmt.Errorf("api: streams: %w", err)
+		}
+		if err := hub.Register(d.Registry); err != nil {
+			return nil, fmt.Errorf("api: register the streams' metrics: %w", err)
+		}
+		// Streams follow the same change notices as node memory, after it.
+		d.Reader.OnChange(hub.OnChange)
+		s.hub, s.slots, s.upgrader = hub, d.StreamSlots, s.newUpgrader()
+		s.keys.onChange = s.recheckStreams
 	}
 	for _, o := range cfg.AppOrigins {
 		s.origins[o] = true
@@ -160,6 +185,9 @@ func (s *Server) routes() {
 		v1.Get("/markets/:universal_id/trades", s.guard(store.ScopeMarketsRead), s.trades)
 		v1.Get("/prices/snapshot", s.guard(store.ScopeMarketsRead), s.snapshot)
 	}
+	if s.hub != nil {
+		v1.Get("/stream", s.guard(store.ScopeStreamRead), s.stream)
+	}
 	// Anything else under /public/v1 passes the same checks, then is 404.
 	v1.Use(s.guard(""), func(c *fiber.Ctx) error {
 		if err := s.admit(c); err != nil {
@@ -179,6 +207,10 @@ func (s *Server) Start(ctx context.Context) error {
 	if v, ok := s.keys.src.(credentialsVersioner); ok {
 		go s.watchCredentials(ctx, v)
 	}
+	if s.hub != nil {
+		s.streamCtx = ctx
+		go s.hub.Run(ctx)
+	}
 	if s.search == nil {
 		return nil
 	}
@@ -195,8 +227,17 @@ func (s *Server) Serve(ln net.Listener) error {
 	return s.app.Listener(newEdgeListener(ln, s.cfg.MaxConns, s.cfg.RequestTimeout, s.cfg.IdleTimeout, s.edge, s.log))
 }
 
-// Shutdown stops accepting connections and waits for in-flight requests.
+// Shutdown stops accepting connections, closes the streams (1001; fasthttp
+// does not track the connections it handed over) and waits for in-flight
+// requests.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.unsubscribe()
+	if s.hub != nil {
+		// Closes are sent at once; a stream whose client does not answer
+		// is cut after the hub's CloseWait.
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		s.hub.Shutdown(sctx) //nolint:errcheck // what is left was cut; the HTTP side still shuts down
+		cancel()
+	}
 	return s.app.ShutdownWithContext(ctx)
 }

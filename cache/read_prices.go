@@ -18,6 +18,10 @@ type PriceItem struct {
 	Served bool
 	// Body is the wire JSON of its price item; nil until a price arrives.
 	Body []byte
+	// Gen is the market's revision in the store (every change of the
+	// market or its price raises it): streams order a market's messages by
+	// it. 0 when the market is unknown.
+	Gen int64
 }
 
 // Shown reports whether the item is in the snapshot's data (else its id is
@@ -131,7 +135,7 @@ func (p *PricesRead) Finish(ctx context.Context) ([]PriceItem, error) {
 			absent[ids[i]], toStore = true, append(toStore, i)
 		default:
 			answered++
-			items[i] = PriceItem{Found: true, Served: e.Served, Body: e.Body}
+			items[i] = PriceItem{Found: true, Served: e.Served, Body: e.Body, Gen: e.Gen}
 			if v.keep {
 				// A key of its own: id may be a slice of a whole query.
 				r.prices.put(strings.Clone(ids[i]), items[i], epoch)
@@ -155,7 +159,7 @@ func (p *PricesRead) Finish(ctx context.Context) ([]PriceItem, error) {
 	var repair []store.MarketDoc
 	for _, d := range docs {
 		m := r.rules.RenderMarket(d)
-		byID[d.ID] = PriceItem{Found: d.Rev > 0, Served: m.Served, Body: m.Body}
+		byID[d.ID] = PriceItem{Found: d.Rev > 0, Served: m.Served, Body: m.Body, Gen: d.Rev}
 		switch {
 		case d.Rev > 0 && absent[d.ID]:
 			repair = append(repair, d)

@@ -1,0 +1,489 @@
+package stream
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fasthttp/websocket"
+)
+
+// Info is what the api package knows of a connection's key: what it
+// rechecks when a key or account changes.
+type Info struct {
+	// ID names the stream (its slot in the account's stream limit).
+	ID        string
+	AccountID string
+	KeyID     string
+	// KeyHash is the keyed hash of the key's secret (never the secret).
+	KeyHash []byte
+}
+
+// Conn is one stream. Its reader is Serve's goroutine; its writer is a
+// goroutine started when something waits to be written and gone when
+// nothing does (an idle connection costs no writer), never two at once.
+type Conn struct {
+	hub  *Hub
+	ws   *websocket.Conn
+	Info Info
+
+	mu sync.Mutex
+	// subs are the markets subscribed, with what the writer was given of
+	// each.
+	subs map[string]*sub
+	// control are acks and errors to write, in order, before any price.
+	control []outMsg
+	// order lists markets with a price waiting, oldest first; pending holds
+	// each one's newest version (an entry of order whose market has none
+	// any more is skipped).
+	order   []string
+	pending map[string]pendingPrice
+	// pingDue asks the writer for a ping.
+	pingDue bool
+	// writing: a writer goroutine runs.
+	writing bool
+	// closeCode is the close the writer sends next (0: none).
+	closeCode   int
+	closeReason string
+	closeSent   bool
+	ended       bool
+	// closing is closeCode != 0, for the writer between messages.
+	closing atomic.Bool
+
+	// writingSince is when the message being written started (unix ns;
+	// 0: none is): the sweep closes a connection whose write waits longer
+	// than StallAfter.
+	writingSince atomic.Int64
+	nextPing     atomic.Int64
+	writerDone   sync.WaitGroup
+	onEnd        func()
+	endOnce      sync.Once
+	// seq and hdr are the writer's.
+	seq uint64
+	hdr []byte
+}
+
+// sub is one subscribed market.
+type sub struct {
+	// gen is the newest revision handed to the writer (sent or waiting):
+	// an older or equal one is never sent after it.
+	gen int64
+	// acked: its subscribe was acknowledged; until then its prices wait.
+	acked bool
+}
+
+// pendingPrice is a market's newest version waiting for the writer.
+type pendingPrice struct {
+	body []byte
+	at   int64 // when its notice arrived (unix ns); 0: a resync or a snapshot
+}
+
+// outMsg is an ack or error waiting: its type and the rest of the object
+// after seq (protocol.go).
+type outMsg struct {
+	typ  string
+	rest []byte
+}
+
+func newConn(h *Hub, ws *websocket.Conn, info Info, onEnd func()) *Conn {
+	c := &Conn{hub: h, ws: ws, Info: info, subs: map[string]*sub{}, pending: map[string]pendingPrice{}, onEnd: onEnd}
+	c.nextPing.Store(time.Now().Add(h.cfg.PingEvery).UnixNano())
+	return c
+}
+
+// Serve reads the client's commands until the connection ends; it returns
+// when the connection is closed and its writer has stopped (a WebSocket
+// handler must not return before).
+func (c *Conn) Serve(ctx context.Context) {
+	defer c.end()
+	ws := c.ws
+	ws.SetReadLimit(MaxCommandBytes)
+	pongWait := c.hub.cfg.PongWait
+	ws.SetReadDeadline(time.Now().Add(pongWait)) //nolint:errcheck // a dead connection fails its next read
+	ws.SetPongHandler(func(string) error {
+		return ws.SetReadDeadline(time.Now().Add(pongWait))
+	})
+	for {
+		_, data, err := ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		c.handle(ctx, data)
+	}
+}
+
+func (c *Conn) handle(ctx context.Context, data []byte) {
+	cmd, err := ParseCommand(data)
+	if err != nil {
+		c.hub.m.commandErrors.Inc()
+		c.sendError("invalid_request", err.Error())
+		return
+	}
+	switch cmd.Op {
+	case OpSubscribe:
+		c.subscribe(ctx, cmd.MarketIDs)
+	case OpUnsubscribe:
+		c.unsubscribe(cmd.MarketIDs)
+	}
+}
+
+// subscribe registers ids (so no change is missed from now on), reads
+// their current prices, then acknowledges and queues those prices after
+// the ack. A market not served is in missing and not subscribed.
+func (c *Conn) subscribe(ctx context.Context, ids []string) {
+	c.mu.Lock()
+	var fresh []string
+	for _, id := range ids {
+		if c.subs[id] == nil {
+			fresh = append(fresh, id)
+		}
+	}
+	if n := len(c.subs) + len(fresh); n > MaxMarkets {
+		c.mu.Unlock()
+		c.sendError("invalid_request", "this subscribe would make "+strconv.Itoa(n)+
+			" markets subscribed on this connection: at most "+strconv.Itoa(MaxMarkets)+"; nothing was subscribed")
+		return
+	}
+	for _, id := range fresh {
+		c.subs[id] = &sub{}
+	}
+	c.mu.Unlock()
+	c.hub.subscribe(c, fresh)
+
+	rctx, cancel := context.WithTimeout(ctx, c.hub.cfg.ReadTimeout)
+	items, err := c.hub.src.Prices(rctx, ids)
+	cancel()
+	if err != nil {
+		c.mu.Lock()
+		for _, id := range fresh {
+			delete(c.subs, id)
+			delete(c.pending, id)
+		}
+		c.mu.Unlock()
+		c.hub.unsubscribe(c, fresh)
+		c.sendError("unavailable", "prices cannot be read right now; nothing was subscribed: subscribe again")
+		return
+	}
+	var accepted, missing []string
+	for i, id := range ids {
+		if items[i].Found && items[i].Served {
+			accepted = append(accepted, id)
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return
+	}
+	for _, id := range missing {
+		delete(c.subs, id)
+		delete(c.pending, id)
+	}
+	c.control = append(c.control, outMsg{"subscribed", subscribedRest(accepted, missing)})
+	for i, id := range ids {
+		st := c.subs[id]
+		if st == nil {
+			continue
+		}
+		st.acked = true
+		// The snapshot: the current price, unless a newer one came through
+		// a notice meanwhile (then that one is the current price).
+		if it := items[i]; it.Body != nil && it.Gen >= st.gen {
+			st.gen = it.Gen
+			c.queuePrice(id, pendingPrice{body: it.Body})
+		}
+	}
+	c.kick()
+	c.mu.Unlock()
+	// Markets subscribed before and missing now are dropped too.
+	c.hub.unsubscribe(c, missing)
+}
+
+// unsubscribe drops ids; nothing more is written for them after the ack.
+func (c *Conn) unsubscribe(ids []string) {
+	c.mu.Lock()
+	var gone []string
+	for _, id := range ids {
+		if c.subs[id] != nil {
+			delete(c.subs, id)
+			delete(c.pending, id)
+			gone = append(gone, id)
+		}
+	}
+	c.control = append(c.control, outMsg{"unsubscribed", unsubscribedRest(ids)})
+	c.kick()
+	c.mu.Unlock()
+	c.hub.unsubscribe(c, gone)
+}
+
+func (c *Conn) sendError(code, message string) {
+	c.mu.Lock()
+	c.control = append(c.control, outMsg{"error", errorRest(code, message)})
+	c.kick()
+	c.mu.Unlock()
+}
+
+// deliver takes a market's version from the hub: it replaces the one
+// waiting, if any (conflation), and is dropped when the connection has
+// been given this version or a newer one.
+func (c *Conn) deliver(id string, gen int64, body []byte, at int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.subs[id]
+	if st == nil || gen <= st.gen || c.closeCode != 0 {
+		return
+	}
+	st.gen = gen
+	c.queuePrice(id, pendingPrice{body: body, at: at})
+	if st.acked {
+		c.kick()
+	}
+}
+
+// queuePrice makes p the version of id waiting; c.mu is held.
+func (c *Conn) queuePrice(id string, p pendingPrice) {
+	if _, ok := c.pending[id]; ok {
+		c.hub.m.conflated.Inc()
+	} else {
+		c.order = append(c.order, id)
+	}
+	c.pending[id] = p
+}
+
+// kick starts the writer unless it runs; c.mu is held.
+func (c *Conn) kick() {
+	if c.writing || c.ended {
+		return
+	}
+	c.writing = true
+	c.writerDone.Add(1)
+	go c.write()
+}
+
+// Close ends the connection with code: the close frame goes out after the
+// message being written, if any, and nothing else does; the connection is
+// cut if the client has not answered within CloseWait (a writer blocked on
+// a client that does not read fails then too).
+func (c *Conn) Close(code int, reason string) {
+	c.closeWith(code, reason, c.hub.cfg.CloseWait)
+}
+
+// sweep runs every sweepEvery: a ping when due, and the 4008 close of a
+// writer that waited StallAfter on one message.
+func (c *Conn) sweep(now int64) {
+	if since := c.writingSince.Load(); since != 0 && now-since > int64(c.hub.cfg.StallAfter) {
+		// The message being written still has StallGrace to complete: a
+		// client that reads again then gets the 4008 close frame after
+		// whole messages.
+		c.closeWith(CloseStalled, "the client read nothing for "+c.hub.cfg.StallAfter.String(), c.hub.cfg.StallGrace)
+		return
+	}
+	if now >= c.nextPing.Load() {
+		c.nextPing.Store(now + int64(c.hub.cfg.PingEvery))
+		c.mu.Lock()
+		c.pingDue = true
+		c.kick()
+		c.mu.Unlock()
+	}
+}
+
+func (c *Conn) closeWith(code int, reason string, wait time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closeCode != 0 || c.ended {
+		return
+	}
+	c.closeCode, c.closeReason = code, reason
+	c.closing.Store(true)
+	c.hub.m.closed(code)
+	time.AfterFunc(wait, c.cut)
+	c.kick()
+}
+
+// write is the writer: it writes what waits until nothing does, then
+// exits. Only it writes data frames and assigns seq.
+func (c *Conn) write() {
+	defer c.writerDone.Done()
+	var batch []outMsg
+	var prices []string
+	var bodies []pendingPrice
+	for {
+		c.mu.Lock()
+		if c.ended {
+			c.writing = false
+			c.mu.Unlock()
+			return
+		}
+		if c.closeCode != 0 {
+			code, reason, sent := c.closeCode, c.closeReason, c.closeSent
+			c.closeSent = true
+			c.mu.Unlock()
+			if !sent {
+				c.sendClose(code, reason)
+			}
+			c.mu.Lock()
+			c.writing = false
+			c.mu.Unlock()
+			return
+		}
+		ping := c.pingDue
+		c.pingDue = false
+		batch = append(batch[:0], c.control...)
+		clear(c.control)
+		c.control = c.control[:0]
+		prices, bodies = prices[:0], bodies[:0]
+		keep := c.order[:0]
+		for _, id := range c.order {
+			p, ok := c.pending[id]
+			if !ok {
+				continue
+			}
+			if st := c.subs[id]; st == nil || !st.acked {
+				keep = append(keep, id)
+				continue
+			}
+			delete(c.pending, id)
+			prices = append(prices, id)
+			bodies = append(bodies, p)
+		}
+		clear(c.order[len(keep):])
+		c.order = keep
+		if !ping && len(batch) == 0 && len(prices) == 0 {
+			c.writing = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+
+		if err := c.writeBatch(ping, batch, bodies); err != nil {
+			c.cut()
+			c.mu.Lock()
+			c.writing = false
+			c.mu.Unlock()
+			return
+		}
+	}
+}
+
+// writeBatch writes a ping, then acks and errors, then prices.
+func (c *Conn) writeBatch(ping bool, batch []outMsg, prices []pendingPrice) error {
+	cfg := &c.hub.cfg
+	// The deadline is the backstop; the sweep decides a stall sooner.
+	if err := c.ws.SetWriteDeadline(time.Now().Add(cfg.StallAfter + cfg.StallGrace)); err != nil {
+		return err
+	}
+	defer c.writingSince.Store(0)
+	// A close stops the batch between messages: the close frame goes next.
+	if ping {
+		c.writingSince.Store(time.Now().UnixNano())
+		if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.StallAfter+cfg.StallGrace)); err != nil {
+			return err
+		}
+	}
+	for _, m := range batch {
+		if c.closing.Load() {
+			return nil
+		}
+		if err := c.writeMessage(m.typ, m.rest, nil); err != nil {
+			return err
+		}
+		c.hub.m.sent(m.typ)
+	}
+	for _, p := range prices {
+		if c.closing.Load() {
+			return nil
+		}
+		if err := c.writeMessage("price", nil, p.body); err != nil {
+			return err
+		}
+		c.hub.m.sentPrice(p.at)
+	}
+	return nil
+}
+
+// writeMessage writes {"type":typ,"seq":N then rest (which starts with a
+// comma), or then a comma and body without its opening brace.
+func (c *Conn) writeMessage(typ string, rest, body []byte) error {
+	c.writingSince.Store(time.Now().UnixNano())
+	w, err := c.ws.NextWriter(websocket.TextMessage)
+	if err != nil {
+		return err
+	}
+	c.seq++
+	h := append(c.hdr[:0], `{"type":"`...)
+	h = append(h, typ...)
+	h = append(h, `","seq":`...)
+	h = strconv.AppendUint(h, c.seq, 10)
+	if body != nil {
+		h = append(h, ',')
+	}
+	c.hdr = h
+	if _, err := w.Write(h); err != nil {
+		return err
+	}
+	if body != nil {
+		rest = body[1:]
+	}
+	if _, err := w.Write(rest); err != nil {
+		return err
+	}
+	return w.Close()
+}
+
+// sendClose writes the close frame; the client's answer ends Serve's
+// read, and Close's timer cuts the connection if none comes.
+func (c *Conn) sendClose(code int, reason string) {
+	deadline := time.Now().Add(c.hub.cfg.CloseWait)
+	if code == CloseStalled {
+		deadline = time.Now().Add(c.hub.cfg.StallGrace)
+	}
+	if err := c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), deadline); err != nil {
+		c.cut()
+	}
+}
+
+// cut ends the connection at once: its read and any write fail now, so
+// Serve returns, and the server closes the connection then. (Closing it
+// here would not do: fasthttp closes a hijacked connection itself when the
+// handler returns, and its Close before that does nothing.)
+func (c *Conn) cut() {
+	c.ws.NetConn().SetDeadline(longAgo) //nolint:errcheck // a closed connection is cut already
+}
+
+// longAgo is a deadline in the past: it fails the reads and writes waiting.
+var longAgo = time.Unix(1, 0)
+
+// end runs once when Serve's read loop stops: the connection is cut, its
+// writer waited for, its subscriptions dropped and the hub told.
+func (c *Conn) end() {
+	c.endOnce.Do(func() {
+		c.mu.Lock()
+		c.ended = true
+		ids := make([]string, 0, len(c.subs))
+		for id := range c.subs {
+			ids = append(ids, id)
+		}
+		c.mu.Unlock()
+		c.cut()
+		c.writerDone.Wait()
+		c.hub.remove(c, ids)
+		if c.onEnd != nil {
+			c.onEnd()
+		}
+	})
+}
+
+// Subscribed lists the connection's markets (tests and metrics).
+func (c *Conn) Subscribed() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := make([]string, 0, len(c.subs))
+	for id := range c.subs {
+		ids = append(ids, id)
+	}
+	return ids
+}

@@ -1,0 +1,472 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fasthttp/websocket"
+
+	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/notice"
+	"github.com/marketdata/marketdata/internal/ratelog"
+)
+
+// Prices is the read path the Hub reads price items through: the same
+// reads (node memory, Redis, Postgres) that answer the snapshot route, so a
+// price on subscribe is the snapshot route's item for that market.
+type Prices interface {
+	Prices(ctx context.Context, ids []string) ([]cache.PriceItem, error)
+}
+
+var _ Prices = (*cache.Reader)(nil)
+
+// Config sizes a Hub. DefaultConfig has the contract's values; New refuses
+// a zero.
+type Config struct {
+	// PingEvery is how often a connection is pinged (15s).
+	PingEvery time.Duration
+	// PongWait closes a connection that answered no ping for this long (45s).
+	PongWait time.Duration
+	// StallAfter closes (4008) a connection whose client took nothing for
+	// this long while a message waited (30s).
+	StallAfter time.Duration
+	// StallGrace is how long a stalled connection's last write may still
+	// complete, so that a client that reads again gets the 4008 close frame
+	// after whole messages; then the connection is cut (5s).
+	StallGrace time.Duration
+	// CloseWait bounds a close: the close frame is written within it, and
+	// the connection is cut when the client has not answered it by then
+	// (500ms: the contract's 1 s for every close code has room).
+	CloseWait time.Duration
+	// Resync is how often every market subscribed on the node is read
+	// again, the safety net under lost change notices (2s, the read path's
+	// bound on node memory).
+	Resync time.Duration
+	// ReadTimeout bounds one fan-out read.
+	ReadTimeout time.Duration
+	// Workers are the goroutines that read changed markets and fan them
+	// out (2).
+	Workers int
+}
+
+// DefaultConfig is the one home of the streams' defaults (contract §3).
+func DefaultConfig() Config {
+	return Config{
+		PingEvery: 15 * time.Second, PongWait: 45 * time.Second,
+		StallAfter: 30 * time.Second, StallGrace: 5 * time.Second, CloseWait: 500 * time.Millisecond,
+		Resync: 2 * time.Second, ReadTimeout: 2 * time.Second, Workers: 2,
+	}
+}
+
+func (c Config) check() error {
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"PingEvery", c.PingEvery}, {"PongWait", c.PongWait}, {"StallAfter", c.StallAfter},
+		{"StallGrace", c.StallGrace}, {"CloseWait", c.CloseWait}, {"Resync", c.Resync}, {"ReadTimeout", c.ReadTimeout},
+	} {
+		if f.v <= 0 {
+			return fmt.Errorf("stream: Config.%s is %s, want a positive duration", f.name, f.v)
+		}
+	}
+	if c.PongWait <= c.PingEvery {
+		return fmt.Errorf("stream: Config.PongWait (%s) must be longer than PingEvery (%s)", c.PongWait, c.PingEvery)
+	}
+	if c.Workers < 1 {
+		return fmt.Errorf("stream: Config.Workers is %d, want at least 1", c.Workers)
+	}
+	return nil
+}
+
+// Close codes (contract §3).
+const (
+	CloseGoingAway     = websocket.CloseGoingAway // 1001: the node shuts down
+	CloseRevoked       = 4401                     // the key was revoked or expired
+	CloseAccessRemoved = 4403                     // the account's access was withdrawn
+	CloseStalled       = 4008                     // the client took nothing for StallAfter
+)
+
+// numShards spreads the subscription map's locks: a notice of many markets
+// and subscribes on other connections rarely meet on one.
+const numShards = 64
+
+// Hub is one node's streams.
+type Hub struct {
+	src Prices
+	cfg Config
+	log *slog.Logger
+	m   *metrics
+
+	seed   maphash.Seed
+	shards [numShards]shard
+
+	connsMu sync.Mutex
+	conns   map[*Conn]struct{}
+	closed  bool
+	drained chan struct{} // closed when closed and the last connection ends
+
+	changes chan change
+	resync  chan struct{}
+	// lost counts change batches dropped because the queue was full; the
+	// next resync makes them up.
+	lost      atomic.Uint64
+	readWarn  ratelog.Limiter
+	nextID    atomic.Uint64
+	closeOnce sync.Once
+}
+
+type shard struct {
+	mu     sync.RWMutex
+	topics map[string]*topic
+}
+
+// topic is one market's subscribers on this node.
+type topic struct {
+	// conns is replaced, never changed in place (copy on write), so a
+	// fan-out reads it under the read lock without copying.
+	conns []*Conn
+	// gen is the newest revision fanned out: an older or equal one read
+	// later (two reads racing, a resync) is not sent again.
+	gen int64
+}
+
+// change is a notice's subscribed markets and when it arrived.
+type change struct {
+	ids []string
+	at  int64 // unix ns
+}
+
+// New returns a Hub reading through src; Run starts its background work.
+func New(src Prices, cfg Config, log *slog.Logger) (*Hub, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if src == nil {
+		return nil, errors.New("stream: a hub needs a price source")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Hub{
+		src: src, cfg: cfg, log: log, m: newMetrics(), seed: maphash.MakeSeed(),
+		conns: map[*Conn]struct{}{}, drained: make(chan struct{}),
+		changes: make(chan change, 4096), resync: make(chan struct{}, 1),
+	}
+	for i := range h.shards {
+		h.shards[i].topics = map[string]*topic{}
+	}
+	return h, nil
+}
+
+func (h *Hub) shard(id string) *shard {
+	return &h.shards[maphash.String(h.seed, id)%numShards]
+}
+
+// OnChange takes a change notice (cache.Reader.OnChange: after node memory
+// dropped what it names). It never blocks: the markets some connection
+// here subscribes to go to the fan-out workers; a flush, or a queue that is
+// full, makes every subscribed market be read again.
+func (h *Hub) OnChange(n notice.Change) {
+	if n.Flush {
+		h.requestResync()
+		return
+	}
+	var ids []string
+	for _, id := range n.Markets {
+		s := h.shard(id)
+		s.mu.RLock()
+		_, ok := s.topics[id]
+		s.mu.RUnlock()
+		if ok {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	select {
+	case h.changes <- change{ids: ids, at: time.Now().UnixNano()}:
+	default:
+		h.lost.Add(1)
+		h.requestResync()
+	}
+}
+
+func (h *Hub) requestResync() {
+	select {
+	case h.resync <- struct{}{}:
+	default:
+	}
+}
+
+// Run fans changes out, resyncs every Resync, pings and watches for
+// stalled writers until ctx is done.
+func (h *Hub) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range h.cfg.Workers {
+		wg.Go(func() { h.fanOutLoop(ctx) })
+	}
+	wg.Go(func() { h.resyncLoop(ctx) })
+	wg.Go(func() { h.sweepLoop(ctx) })
+	wg.Wait()
+}
+
+// maxRead is how many markets one fan-out read asks for.
+const maxRead = 500
+
+func (h *Hub) fanOutLoop(ctx context.Context) {
+	ids := make([]string, 0, maxRead)
+	at := map[string]int64{}
+	for {
+		var c change
+		select {
+		case <-ctx.Done():
+			return
+		case c = <-h.changes:
+		}
+		ids = ids[:0]
+		clear(at)
+		add := func(c change) {
+			for _, id := range c.ids {
+				if _, ok := at[id]; !ok {
+					at[id] = c.at
+					ids = append(ids, id)
+				}
+			}
+		}
+		add(c)
+		// Take what else waits, up to one read's worth: under load one
+		// read serves many notices.
+	more:
+		for len(ids) < maxRead {
+			select {
+			case c = <-h.changes:
+				add(c)
+			default:
+				break more
+			}
+		}
+		h.readAndFanOut(ctx, ids, at)
+	}
+}
+
+// readAndFanOut reads ids' price items and hands each newer one to its
+// subscribers; at holds when each id's notice arrived (nil: a resync).
+func (h *Hub) readAndFanOut(ctx context.Context, ids []string, at map[string]int64) {
+	for len(ids) > 0 {
+		n := min(len(ids), maxRead)
+		chunk := ids[:n]
+		ids = ids[n:]
+		rctx, cancel := context.WithTimeout(ctx, h.cfg.ReadTimeout)
+		items, err := h.src.Prices(rctx, chunk)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			h.m.readFailures.Inc()
+			h.readWarn.Log(ctx, h.log, slog.LevelWarn, "stream prices could not be read: the next resync retries", "err", err)
+			h.requestResync()
+			continue
+		}
+		for i, it := range items {
+			if !it.Shown() {
+				continue
+			}
+			h.fanOut(chunk[i], it.Gen, it.Body, at[chunk[i]])
+		}
+	}
+}
+
+// fanOut hands a market's item to its subscribers when it is newer than
+// what the hub handed them last.
+func (h *Hub) fanOut(id string, gen int64, body []byte, at int64) {
+	s := h.shard(id)
+	s.mu.Lock()
+	t := s.topics[id]
+	if t == nil || gen <= t.gen {
+		s.mu.Unlock()
+		return
+	}
+	t.gen = gen
+	conns := t.conns
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.deliver(id, gen, body, at)
+	}
+}
+
+func (h *Hub) resyncLoop(ctx context.Context) {
+	t := time.NewTicker(h.cfg.Resync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-h.resync:
+		}
+		ids := h.subscribed()
+		h.m.resyncs.Inc()
+		h.readAndFanOut(ctx, ids, nil)
+	}
+}
+
+// subscribed lists every market some connection here subscribes to.
+func (h *Hub) subscribed() []string {
+	var ids []string
+	for i := range h.shards {
+		s := &h.shards[i]
+		s.mu.RLock()
+		for id := range s.topics {
+			ids = append(ids, id)
+		}
+		s.mu.RUnlock()
+	}
+	return ids
+}
+
+// sweepEvery is how often connections are checked for a due ping and a
+// stalled writer: well within the contract's 1 s for 4008.
+const sweepEvery = 250 * time.Millisecond
+
+func (h *Hub) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	var conns []*Conn
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		conns = h.snapshot(conns[:0])
+		now := time.Now().UnixNano()
+		for _, c := range conns {
+			c.sweep(now)
+		}
+		clear(conns)
+	}
+}
+
+// snapshot appends every open connection to dst.
+func (h *Hub) snapshot(dst []*Conn) []*Conn {
+	h.connsMu.Lock()
+	defer h.connsMu.Unlock()
+	for c := range h.conns {
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// Each calls fn for every open connection (the api package closes those
+// whose key changed).
+func (h *Hub) Each(fn func(*Conn)) {
+	for _, c := range h.snapshot(nil) {
+		fn(c)
+	}
+}
+
+// Open counts the node's open connections.
+func (h *Hub) Open() int {
+	h.connsMu.Lock()
+	defer h.connsMu.Unlock()
+	return len(h.conns)
+}
+
+// ErrShutdown is Add's answer once Shutdown began.
+var ErrShutdown = errors.New("stream: the node is shutting down")
+
+// Add takes a connection just upgraded; Serve runs it. onEnd runs once
+// when it ends (the api package gives the account's stream slot back).
+func (h *Hub) Add(ws *websocket.Conn, info Info, onEnd func()) (*Conn, error) {
+	c := newConn(h, ws, info, onEnd)
+	h.connsMu.Lock()
+	defer h.connsMu.Unlock()
+	if h.closed {
+		return nil, ErrShutdown
+	}
+	h.conns[c] = struct{}{}
+	h.m.open.Inc()
+	return c, nil
+}
+
+// remove forgets an ended connection and its subscriptions.
+func (h *Hub) remove(c *Conn, ids []string) {
+	h.unsubscribe(c, ids)
+	h.connsMu.Lock()
+	defer h.connsMu.Unlock()
+	if _, ok := h.conns[c]; !ok {
+		return
+	}
+	delete(h.conns, c)
+	h.m.open.Dec()
+	if h.closed && len(h.conns) == 0 {
+		h.closeOnce.Do(func() { close(h.drained) })
+	}
+}
+
+// subscribe adds c to ids' topics.
+func (h *Hub) subscribe(c *Conn, ids []string) {
+	for _, id := range ids {
+		s := h.shard(id)
+		s.mu.Lock()
+		t := s.topics[id]
+		if t == nil {
+			t = &topic{}
+			s.topics[id] = t
+		}
+		conns := make([]*Conn, len(t.conns), len(t.conns)+1)
+		copy(conns, t.conns)
+		t.conns = append(conns, c)
+		s.mu.Unlock()
+	}
+}
+
+// unsubscribe removes c from ids' topics; a topic left empty goes.
+func (h *Hub) unsubscribe(c *Conn, ids []string) {
+	for _, id := range ids {
+		s := h.shard(id)
+		s.mu.Lock()
+		if t := s.topics[id]; t != nil {
+			conns := make([]*Conn, 0, len(t.conns))
+			for _, o := range t.conns {
+				if o != c {
+					conns = append(conns, o)
+				}
+			}
+			if len(conns) == 0 {
+				delete(s.topics, id)
+			} else {
+				t.conns = conns
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Shutdown closes every connection with 1001 and waits until they ended
+// or ctx is done; then it cuts those left. No connection is added after.
+func (h *Hub) Shutdown(ctx context.Context) error {
+	h.connsMu.Lock()
+	h.closed = true
+	if len(h.conns) == 0 {
+		h.closeOnce.Do(func() { close(h.drained) })
+	}
+	h.connsMu.Unlock()
+	h.Each(func(c *Conn) { c.Close(CloseGoingAway, "the server is shutting down") })
+	select {
+	case <-h.drained:
+		return nil
+	case <-ctx.Done():
+		h.Each(func(c *Conn) { c.cut() })
+		return ctx.Err()
+	}
+}
