@@ -2,7 +2,7 @@ package ratelimit
 
 import "github.com/redis/go-redis/v9"
 
-// The limits are three Lua scripts, each on one key or on two keys sharing a
+// The limits are Lua scripts, each on one key or on two keys sharing a
 // hash tag, so each decision is atomic and runs on Redis Cluster. Their clock
 // is Redis (TIME, key expiry), never a node's: every node agrees on when a
 // window starts and ends.
@@ -73,4 +73,51 @@ if ttl < 0 then
 end
 if n >= tonumber(ARGV[2]) then redis.call('SET', KEYS[2], '1', 'PX', ttl) end
 return {0, ttl}
+`)
+
+// openStreamScript takes a slot for one stream of an account. The account's
+// key is a sorted set of its open streams, each scored with the end of its
+// lease in ms on the Redis clock; leases that ended are dropped first, so a
+// killed node's streams stop counting once their leases end. A stream already
+// in the set keeps its slot (a retried Open counts once).
+//
+// KEYS[1] the account's streams; ARGV[1] limit; ARGV[2] lease in ms; ARGV[3]
+// the stream id.
+// Returns {1, 0} when the stream has its slot, else {0, ms until the soonest
+// lease of the account ends}.
+var openStreamScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if not redis.call('ZSCORE', KEYS[1], ARGV[3]) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return {0, tonumber(first[2]) - now}
+end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {1, 0}
+`)
+
+// renewStreamsScript extends the leases of streams of one account that a
+// node holds open, adding back those Redis lost (a flush, a restart, a
+// failover to a replica that had not seen them): a stream open on a node
+// counts, whatever Redis remembers. Added back without a limit check, they
+// may put the account over its limit until some close; Opens are refused
+// meanwhile.
+//
+// KEYS[1] the account's streams; ARGV[1] lease in ms; ARGV[2...] stream ids.
+// Returns how many of them were missing (added back).
+var renewStreamsScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local exp = now + tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local args = {}
+for i = 2, #ARGV do
+  args[#args + 1] = exp
+  args[#args + 1] = ARGV[i]
+end
+local added = redis.call('ZADD', KEYS[1], unpack(args))
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return added
 `)
