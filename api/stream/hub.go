@@ -118,7 +118,6 @@ type Hub struct {
 	// next resync makes them up.
 	lost      atomic.Uint64
 	readWarn  ratelog.Limiter
-	nextID    atomic.Uint64
 	closeOnce sync.Once
 }
 

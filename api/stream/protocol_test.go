@@ -29,7 +29,7 @@ func TestParseCommand(t *testing.T) {
 		`{"market_ids":["a"]}`: `no "op"`, `{"op":"SUBSCRIBE","market_ids":["a"]}`: `unknown op "SUBSCRIBE"`,
 		`{"op":"subscribe"}`: `no "market_ids"`, `{"op":"subscribe","market_ids":null}`: `no "market_ids"`,
 		`{"op":"subscribe","market_ids":[]}`: "empty", `{"op":"subscribe","market_ids":{"a":1}}`: "array of strings",
-		`{"op":"subscribe","market_ids":["a","b c"]}`: `"b c" does not match`,
+		`{"op":"subscribe","market_ids":["a","b c"]}`:                         `"b c" does not match`,
 		`{"op":"subscribe","market_ids":["` + strings.Repeat("z", 65) + `"]}`: "does not match",
 		string(tooMany): "501 market ids",
 	}

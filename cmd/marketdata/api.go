@@ -123,6 +123,19 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	if err := limiter.Register(reg); err != nil {
 		return err
 	}
+	// Contract §3: at most 10 open streams per account across all nodes.
+	// A node that dies stops counting within the lease (15 s); its live
+	// streams' slots are renewed every lease/3.
+	slots, err := ratelimit.NewStreams(rdb, ratelimit.StreamsConfig{
+		Limit: 10, Lease: 15 * time.Second, Prefix: cfg.RedisPrefix, Timeout: readerCfg.RedisTimeout,
+	}, presence.Count)
+	if err != nil {
+		return err
+	}
+	if err := slots.Register(reg); err != nil {
+		return err
+	}
+	go slots.Run(ctx)
 	reader, err := cache.NewReader(newCache(rdb, cfg), fallback, readerCfg, cache.ReaderDeps{
 		Log: log,
 		Publish: func(n notice.Change) error {
@@ -139,7 +152,7 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	ac.NoticeSubject, ac.MaxConns, ac.KeyStaleMax = noticeSubject, cfg.MaxConns, cfg.KeyStaleMax
 	srv, err := api.New(ac, api.Deps{
 		Credentials: primary, Reader: reader,
-		Limiter: limiter, NC: nc, Log: log, Registry: reg,
+		Limiter: limiter, StreamSlots: slots, NC: nc, Log: log, Registry: reg,
 	})
 	if err != nil {
 		return err
