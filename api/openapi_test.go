@@ -22,7 +22,7 @@ import (
 // TestOpenAPIMatchesRouter holds the OpenAPI document against the real
 // router: every GET route the node serves under /public/v1 is documented,
 // and every documented path is served, except those marked
-// x-availability: planned (account routes and streams, later work).
+// x-availability: planned (the account routes, later work).
 func TestOpenAPIMatchesRouter(t *testing.T) {
 	var doc struct {
 		Paths map[string]map[string]any `yaml:"paths"`
@@ -38,10 +38,14 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reader.Close()
+	slots, err := ratelimit.NewStreams(rdb, ratelimit.StreamsConfig{Limit: 10, Lease: time.Minute, Timeout: 50 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ac := api.DefaultConfig()
 	ac.DocsOrigin = "http://docs.example"
 	srv, err := api.New(ac, api.Deps{
-		Reader: reader,
+		Reader: reader, StreamSlots: slots,
 		Limiter: mustLimiter(t, rdb, ratelimit.Config{Limit: 1, Window: time.Second, AuthFailLimit: 1, AuthFailWindow: time.Second,
 			Timeout: 50 * time.Millisecond}),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),

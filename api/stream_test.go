@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"net/http"
 	"reflect"
@@ -405,4 +406,31 @@ func TestStreamLostNoticeBounded(t *testing.T) {
 		t.Errorf("a change without its notice reached the stream after %s, want within %s", took, bound)
 	}
 	t.Logf("a change without its notice reached the stream after %s (resync every %s)", took, stream.DefaultConfig().Resync)
+}
+
+// The node pings every PingEvery and closes a connection that answered no
+// ping for PongWait; one that answers stays open however long it is quiet.
+func TestStreamPingPong(t *testing.T) {
+	_, nodes, secret, _ := streamWorld(t, 1, 1, withStream(func(c *stream.Config) {
+		c.PingEvery, c.PongWait = 150*time.Millisecond, 600*time.Millisecond
+	}))
+	answers := nodes[0].mustDial(t, secret)
+	silent := nodes[0].mustDial(t, secret)
+	pings := 0
+	silent.c.SetPingHandler(func(string) error { pings++; return nil }) // never a pong
+	start := time.Now()
+	// Both read (the client library sees control frames only while reading).
+	answers.quiet(100 * time.Millisecond)
+	_, err := silent.next(3 * time.Second)
+	took := time.Since(start)
+	if err == nil || errors.Is(err, errNoMessage) {
+		t.Fatalf("a client that answers no ping: %v after %s; want the connection closed", err, took)
+	}
+	if took < 600*time.Millisecond || took > 1600*time.Millisecond || pings < 2 {
+		t.Errorf("closed after %s and %d pings; want about PongWait (600ms) after it opened, after pings every 150ms", took, pings)
+	}
+	// The one that answers is still served, 3 pong waits later.
+	answers.quiet(1200 * time.Millisecond)
+	answers.subscribe("s000")
+	answers.expect("subscribed")
 }

@@ -635,8 +635,9 @@ func TestOpenAPISchemas(t *testing.T) {
 func TestOpenAPIStream(t *testing.T) {
 	d := load(t)
 	desc := d.operation("/public/v1/stream")["description"].(string)
-	for _, want := range []string{"4401", "4403", "1001", `"op":"subscribe"`, `"op":"unsubscribe"`,
-		`"type":"subscribed"`, `"type":"unsubscribed"`, `"type":"price"`, "ping"} {
+	for _, want := range []string{"4401", "4403", "4008", "1001", `"op":"subscribe"`, `"op":"unsubscribe"`,
+		`"type":"subscribed"`, `"type":"unsubscribed"`, `"type":"price"`, `"type":"error"`, `"seq"`, `"missing"`,
+		"ping", "429", "500"} {
 		if !strings.Contains(desc, want) {
 			t.Errorf("stream description lacks %s", want)
 		}
