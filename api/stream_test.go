@@ -97,6 +97,13 @@ func TestStreamDelivery(t *testing.T) {
 	b.untilPrice("s001", 3, nil)
 	a.quiet(300 * time.Millisecond)
 
+	// A replayed older version is ignored by ingest; the store still gives
+	// the market a new revision, with the same bytes: no message.
+	streamPrice(t, w, "s001", 2)
+	w.applied(t)
+	a.quiet(300 * time.Millisecond)
+	b.quiet(100 * time.Millisecond)
+
 	// Subscribing again to a market already subscribed sends its current
 	// price again: a client resynchronises without reconnecting.
 	a.subscribe("s001")

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"hash/maphash"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -73,6 +74,9 @@ type sub struct {
 	// gen is the newest revision handed to the writer (sent or waiting):
 	// an older or equal one is never sent after it.
 	gen int64
+	// sum is the hash of that version's bytes: a newer revision with the
+	// same bytes is no change (hub.go, topic.sum).
+	sum uint64
 	// acked: its subscribe was acknowledged; until then its prices wait.
 	acked bool
 }
@@ -196,7 +200,7 @@ func (c *Conn) subscribe(ctx context.Context, ids []string) {
 		// The snapshot: the current price, unless a newer one came through
 		// a notice meanwhile (then that one is the current price).
 		if it := items[i]; it.Body != nil && it.Gen >= st.gen {
-			st.gen = it.Gen
+			st.gen, st.sum = it.Gen, maphash.Bytes(c.hub.seed, it.Body)
 			c.queuePrice(id, pendingPrice{body: it.Body})
 		}
 	}
@@ -233,7 +237,7 @@ func (c *Conn) sendError(code, message string) {
 // deliver takes a market's version from the hub: it replaces the one
 // waiting, if any (conflation), and is dropped when the connection has
 // been given this version or a newer one.
-func (c *Conn) deliver(id string, gen int64, body []byte, at int64) {
+func (c *Conn) deliver(id string, gen int64, body []byte, sum uint64, at int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.subs[id]
@@ -241,6 +245,10 @@ func (c *Conn) deliver(id string, gen int64, body []byte, at int64) {
 		return
 	}
 	st.gen = gen
+	if sum == st.sum {
+		return // the bytes it has, under a newer revision
+	}
+	st.sum = sum
 	c.queuePrice(id, pendingPrice{body: body, at: at})
 	if st.acked {
 		c.kick()

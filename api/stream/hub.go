@@ -134,6 +134,11 @@ type topic struct {
 	// gen is the newest revision fanned out: an older or equal one read
 	// later (two reads racing, a resync) is not sent again.
 	gen int64
+	// sum is the hash of the body fanned out last: a newer revision with
+	// the same bytes (the store gives a document a new revision when a
+	// batch names it, even if an update in it was ignored as old, and
+	// when ingest retries a batch) is no change, and is not sent.
+	sum uint64
 }
 
 // change is a notice's subscribed markets and when it arrived.
@@ -279,14 +284,14 @@ func (h *Hub) readAndFanOut(ctx context.Context, ids []string, at map[string]int
 			if !it.Shown() {
 				continue
 			}
-			h.fanOut(chunk[i], it.Gen, it.Body, at[chunk[i]])
+			h.fanOut(chunk[i], it.Gen, it.Body, maphash.Bytes(h.seed, it.Body), at[chunk[i]])
 		}
 	}
 }
 
 // fanOut hands a market's item to its subscribers when it is newer than
 // what the hub handed them last.
-func (h *Hub) fanOut(id string, gen int64, body []byte, at int64) {
+func (h *Hub) fanOut(id string, gen int64, body []byte, sum uint64, at int64) {
 	s := h.shard(id)
 	s.mu.Lock()
 	t := s.topics[id]
@@ -295,10 +300,15 @@ func (h *Hub) fanOut(id string, gen int64, body []byte, at int64) {
 		return
 	}
 	t.gen = gen
+	same := sum == t.sum
+	t.sum = sum
 	conns := t.conns
 	s.mu.Unlock()
+	if same {
+		return
+	}
 	for _, c := range conns {
-		c.deliver(id, gen, body, at)
+		c.deliver(id, gen, body, sum, at)
 	}
 }
 
