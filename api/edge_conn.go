@@ -46,6 +46,9 @@ type edgeConn struct {
 	handedOver atomic.Bool
 	closeOnce  sync.Once
 	onClose    func()
+	// also runs once when the connection closes (a stream's slot): set by
+	// the handler that hijacks the connection.
+	also atomic.Pointer[func()]
 }
 
 func newEdgeConn(c net.Conn, requestTimeout, idleTimeout time.Duration, onClose func()) *edgeConn {
@@ -125,6 +128,24 @@ func (c *edgeConn) SetReadDeadline(t time.Time) error {
 // Close closes the connection and frees its place under MD_MAX_CONNS, once.
 func (c *edgeConn) Close() error {
 	err := c.Conn.Close()
-	c.closeOnce.Do(c.onClose)
+	c.closeOnce.Do(func() {
+		c.onClose()
+		if fn := c.also.Load(); fn != nil {
+			(*fn)()
+		}
+	})
 	return err
+}
+
+// onConnClose makes fn run when the node's connection c closes, whatever
+// ends it (a hijack handler that returns, or an upgrade whose answer could
+// not be written, so that the handler never ran); false when c is not one
+// of the node's connections (fn is then the caller's to run).
+func onConnClose(c net.Conn, fn func()) bool {
+	ec, ok := c.(*edgeConn)
+	if !ok {
+		return false
+	}
+	ec.also.Store(&fn)
+	return true
 }

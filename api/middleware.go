@@ -131,6 +131,11 @@ func (s *Server) guard(scope string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		ctx := c.UserContext()
 		addr := s.addr(c)
+		if scope == store.ScopeStreamRead {
+			// The key cache's invalidations before the key is looked up:
+			// a stream opened on a key that changes meanwhile is rechecked.
+			c.Locals(localKeyGen, s.keys.gen.Load())
+		}
 		rec, denied := s.judge(c, addr, scope)
 		if denied != nil {
 			// A block wins over any refusal; a 401 is counted in the same
@@ -261,6 +266,7 @@ const (
 	localCred localKey = iota
 	localAddr
 	localRequestID
+	localKeyGen
 )
 
 var errNoCredential = errors.New("api: route reached without a credential")

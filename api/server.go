@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +66,10 @@ type Server struct {
 	upgrader *websocket.FastHTTPUpgrader
 	// streamCtx ends with Start's context: streams' reads stop with it.
 	streamCtx context.Context
+	// rechecks are the streams' key rechecks asked for; releasing counts
+	// the stream slots being given back.
+	rechecks  rechecks
+	releasing sync.WaitGroup
 	// noticesDropped is the change subscription's drop count last seen.
 	noticesDropped atomic.Int64
 	// nc and its handlers before subscribe, given back by unsubscribe.
@@ -237,6 +242,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// is cut after the hub's CloseWait.
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
 		s.hub.Shutdown(sctx) //nolint:errcheck // what is left was cut; the HTTP side still shuts down
+		// The slots go back before the node lets go of Redis: a client
+		// that reconnects elsewhere finds them free.
+		released := make(chan struct{})
+		go func() { s.releasing.Wait(); close(released) }()
+		select {
+		case <-released:
+		case <-sctx.Done():
+		}
 		cancel()
 	}
 	return s.app.ShutdownWithContext(ctx)

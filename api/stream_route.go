@@ -93,15 +93,24 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		return &Error{Kind: KindRateLimited, Message: "the account has as many streams open as it may: close one first", RetryAfter: retry}
 	}
 	expires := cred.Key.ExpiresAt
+	keyGen, _ := c.Locals(localKeyGen).(uint64)
+	release := s.slotReleaser(info)
+	hooked := onConnClose(fctx.Conn(), release)
 	tuneStreamSocket(fctx.Conn())
 	err = s.upgrader.Upgrade(fctx, func(ws *websocket.Conn) {
-		release := func() { s.releaseSlot(info) }
+		if !hooked {
+			defer release()
+		}
 		conn, err := s.hub.Add(ws, info, release)
 		if err != nil {
-			release()
 			ws.WriteControl(websocket.CloseMessage, //nolint:errcheck // the node is going away either way
 				websocket.FormatCloseMessage(stream.CloseGoingAway, "the server is shutting down"), time.Now().Add(time.Second))
 			return
+		}
+		// A key notice between the key's check and now found no stream
+		// to recheck: this one is rechecked.
+		if s.keys.gen.Load() != keyGen {
+			s.recheckStreams("", info.KeyID)
 		}
 		// A key that expires while its stream is open closes it (4401).
 		expiry := time.AfterFunc(time.Until(expires), func() {
@@ -111,67 +120,134 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		conn.Serve(s.streamCtx)
 	})
 	if err != nil {
-		s.releaseSlot(info)
+		release()
 	}
 	return nil
 }
 
-// releaseSlot gives a stream's slot back, in the background: it must not
-// hold the connection's end on Redis.
-func (s *Server) releaseSlot(info stream.Info) {
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s.slots.Close(ctx, info.AccountID, info.ID)
-	}()
+// slotReleaser gives a stream's slot back, once, in the background: the
+// connection's end must not wait on Redis. Shutdown waits for the releases
+// begun (bounded), so that a client reconnecting to another node during a
+// rolling restart finds its slots free.
+func (s *Server) slotReleaser(info stream.Info) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.releasing.Add(1)
+			go func() {
+				defer s.releasing.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				s.slots.Close(ctx, info.AccountID, info.ID)
+			}()
+		})
+	}
 }
 
 // recheckStreams closes the streams whose key changed: after a key notice
-// (an account or a key; both empty: every stream, after a flush of the
-// key cache), it looks each affected key up again (the cache dropped it,
-// so Postgres answers) and closes 4401 when the key is revoked, expired or
+// (an account or a key; both empty: every stream, after a flush of the key
+// cache), it looks each affected key up again (the cache dropped it, so
+// Postgres answers) and closes 4401 when the key is revoked, expired or
 // gone, 4403 when the account's access was withdrawn. A lookup that fails
 // (Postgres down) closes nothing: the cache's stale copy rules then, as for
-// requests. It runs in the background; the contract's 1 s holds while
-// Postgres answers within it.
+// requests. Rechecks run in the background, one pass at a time: what is
+// asked while one runs is merged into the next pass, named keys and
+// accounts before the rest, with a few lookups in flight. The contract's
+// 1 s holds while Postgres answers the pass within it.
 func (s *Server) recheckStreams(accountID, keyID string) {
 	if s.hub == nil {
 		return
 	}
-	all := accountID == "" && keyID == ""
-	var conns []*stream.Conn
-	s.hub.Each(func(c *stream.Conn) {
-		if all || (accountID != "" && c.Info.AccountID == accountID) || (keyID != "" && c.Info.KeyID == keyID) {
-			conns = append(conns, c)
+	r := &s.rechecks
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case accountID == "" && keyID == "":
+		r.all = true
+	default:
+		if r.accounts == nil {
+			r.accounts, r.keys = map[string]bool{}, map[string]bool{}
 		}
-	})
-	if len(conns) == 0 {
-		return
+		if accountID != "" {
+			r.accounts[accountID] = true
+		}
+		if keyID != "" {
+			r.keys[keyID] = true
+		}
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		type verdict struct {
-			code   int
-			reason string
-			err    error
+	if !r.running {
+		r.running = true
+		go s.runRechecks()
+	}
+}
+
+// rechecks is what recheckStreams was asked and has not checked yet.
+type rechecks struct {
+	mu             sync.Mutex
+	running, all   bool
+	accounts, keys map[string]bool
+}
+
+// recheckLookups bounds the key lookups of a pass in flight.
+const recheckLookups = 8
+
+func (s *Server) runRechecks() {
+	r := &s.rechecks
+	for {
+		r.mu.Lock()
+		all, accounts, keys := r.all, r.accounts, r.keys
+		r.all, r.accounts, r.keys = false, nil, nil
+		if !all && len(accounts) == 0 && len(keys) == 0 {
+			r.running = false
+			r.mu.Unlock()
+			return
 		}
-		seen := map[string]verdict{}
-		for _, c := range conns {
-			v, ok := seen[string(c.Info.KeyHash)]
-			if !ok {
-				rec, err := s.keys.get(ctx, c.Info.KeyHash)
-				v.err = err
-				if err == nil {
-					v.code, v.reason = s.streamVerdict(rec.credential())
+		r.mu.Unlock()
+		var named, rest []*stream.Conn
+		s.hub.Each(func(c *stream.Conn) {
+			switch {
+			case accounts[c.Info.AccountID] || keys[c.Info.KeyID]:
+				named = append(named, c)
+			case all:
+				rest = append(rest, c)
+			}
+		})
+		s.recheckPass(append(named, rest...))
+	}
+}
+
+// recheckPass looks up each distinct key of conns once and closes the
+// streams its verdict says.
+func (s *Server) recheckPass(conns []*stream.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	byKey := map[string][]*stream.Conn{}
+	var order []string
+	for _, c := range conns {
+		h := string(c.Info.KeyHash)
+		if _, ok := byKey[h]; !ok {
+			order = append(order, h)
+		}
+		byKey[h] = append(byKey[h], c)
+	}
+	sem := make(chan struct{}, recheckLookups)
+	var wg sync.WaitGroup
+	for _, h := range order {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			rec, err := s.keys.get(ctx, []byte(h))
+			if err != nil {
+				return
+			}
+			if code, reason := s.streamVerdict(rec.credential()); code != 0 {
+				for _, c := range byKey[h] {
+					c.Close(code, reason)
 				}
-				seen[string(c.Info.KeyHash)] = v
 			}
-			if v.err == nil && v.code != 0 {
-				c.Close(v.code, v.reason)
-			}
-		}
-	}()
+		})
+	}
+	wg.Wait()
 }
 
 // streamVerdict is the close a stream's key calls for now (0: none).

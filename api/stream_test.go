@@ -2,13 +2,18 @@ package api_test
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fasthttp/websocket"
 
 	"github.com/marketdata/marketdata/api/stream"
 	"github.com/marketdata/marketdata/store"
@@ -171,7 +176,7 @@ func TestStreamFrontDoor(t *testing.T) {
 // connection stays open and serves the next command. The 501st market on
 // one connection is refused.
 func TestStreamCommands(t *testing.T) {
-	_, nodes, secret, _ := streamWorld(t, stream.MaxMarkets+1, 1)
+	w, nodes, secret, _ := streamWorld(t, stream.MaxMarkets+1, 1)
 	c := nodes[0].mustDial(t, secret)
 	for _, bad := range []string{
 		`not json`, `{"op":"subscribe","market_ids":["s000"]`, `[]`, `{"market_ids":["s000"]}`,
@@ -185,6 +190,22 @@ func TestStreamCommands(t *testing.T) {
 			t.Errorf("%s → %s; want code invalid_request with a message", bad, m.raw)
 		}
 	}
+	// A subscribe with one bad id subscribes none of its ids.
+	c.subscribe("s000", "s0 00")
+	c.expect("error")
+	c.subscribe("s001")
+	c.expect("subscribed")
+	c.expect("price")
+	streamPrice(t, w, "s000", 2)
+	streamPrice(t, w, "s001", 2)
+	c.untilPrice("s001", 2, func(m streamMsg) {
+		if m.MarketID == "s000" {
+			t.Errorf("s000 was subscribed by a refused command: %s", m.raw)
+		}
+	})
+	c.send(map[string]any{"op": "unsubscribe", "market_ids": []string{"s001"}})
+	c.expect("unsubscribed")
+
 	ids := make([]string, stream.MaxMarkets)
 	for i := range ids {
 		ids[i] = streamMarket(i)
@@ -305,7 +326,7 @@ func allAt(last map[string]int64, v int64) bool {
 func TestStreamStalledClient(t *testing.T) {
 	const markets = 60
 	w, nodes, secret, _ := streamWorld(t, markets, 1, withStream(func(c *stream.Config) {
-		c.StallAfter, c.StallGrace = time.Second, 3*time.Second
+		c.StallAfter = time.Second // the default StallGrace (500ms) stays
 	}))
 	c, _, err := nodes[0].dialStream(t, secret, dialOpts{rcvbuf: 4096})
 	if err != nil {
@@ -323,6 +344,7 @@ func TestStreamStalledClient(t *testing.T) {
 		}
 	}
 	w.applied(t)
+	applied := time.Now()
 	// Not reading until the node has seen the stall.
 	for deadline := time.Now().Add(10 * time.Second); nodes[0].counter(t, "marketdata_stream_closes_total", map[string]string{"code": "4008"}) == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -330,6 +352,12 @@ func TestStreamStalledClient(t *testing.T) {
 		}
 	}
 	stalledAt := time.Since(start)
+	// Every message was waiting by the time ingest applied the last one:
+	// the close comes within StallAfter and the contract's 1 s after that.
+	if late := time.Since(applied); late > time.Second+time.Second {
+		t.Errorf("4008 decided %s after the last message waited; want within StallAfter (1s) + 1s", late)
+	}
+	// Reading again at once, the client gets whole messages, then 4008.
 	code, _ := c.closed(10*time.Second, nil)
 	if code != stream.CloseStalled {
 		t.Fatalf("close code %d, want 4008", code)
@@ -386,12 +414,14 @@ func TestStreamCloseCodes(t *testing.T) {
 	})
 
 	s4, _ := streamSecret(t, w)
-	closesAll("shutdown", []*wsClient{nodes[1].mustDial(t, s4), nodes[1].mustDial(t, s4)}, stream.CloseGoingAway, func() {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			nodes[1].shutdown(ctx) //nolint:errcheck // the node's cleanup reports it
-		}()
+	closesAll("shutdown", []*wsClient{nodes[0].mustDial(t, s4), nodes[1].mustDial(t, s4), nodes[1].mustDial(t, s4)}, stream.CloseGoingAway, func() {
+		for _, n := range nodes {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				n.shutdown(ctx) //nolint:errcheck // the node's cleanup reports it
+			}()
+		}
 	})
 }
 
@@ -440,4 +470,94 @@ func TestStreamPingPong(t *testing.T) {
 	answers.quiet(1200 * time.Millisecond)
 	answers.subscribe("s000")
 	answers.expect("subscribed")
+}
+
+// A client that reads slowly but steadily is never closed: StallAfter is
+// the wait for one message, not for a batch of them.
+func TestStreamSlowSteadyReaderKept(t *testing.T) {
+	const markets = 200
+	_, nodes, secret, _ := streamWorld(t, markets, 1, withStream(func(c *stream.Config) {
+		c.StallAfter, c.StallGrace = 300*time.Millisecond, 200*time.Millisecond
+	}))
+	c, _, err := nodes[0].dialStream(t, secret, dialOpts{rcvbuf: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, markets)
+	for i := range ids {
+		ids[i] = streamMarket(i)
+	}
+	c.subscribe(ids...)
+	c.expect("subscribed")
+	start := time.Now()
+	for range markets {
+		time.Sleep(5 * time.Millisecond) // ~1 s for the whole snapshot: over StallAfter + StallGrace
+		c.expect("price")
+	}
+	if took := time.Since(start); took < 700*time.Millisecond {
+		t.Fatalf("the snapshot took %s to read; the test needs more than StallAfter + StallGrace", took)
+	}
+	c.subscribe("s000")
+	c.expect("subscribed")
+}
+
+// An upgrade that is answered but never handed over gives its stream slot
+// back: "Connection: Upgrade, close" makes the server close the connection
+// after its answer instead of calling the WebSocket handler (as an answer
+// that cannot be written to a client that reset does). After 10 of them
+// the account can still open its 10 streams.
+func TestStreamUpgradeNotHandedOverFreesSlot(t *testing.T) {
+	_, nodes, secret, _ := streamWorld(t, 1, 1)
+	addr := strings.TrimPrefix(nodes[0].base, "http://")
+	for range 10 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "GET /public/v1/stream HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
+			"Connection: Upgrade, close\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", addr, secret)
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second)) //nolint:errcheck // the read reports it
+		io.Copy(io.Discard, conn)                             //nolint:errcheck // until the server closes
+		conn.Close()                                          //nolint:errcheck // done
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for opened := 0; opened < 10; {
+		_, a, err := nodes[0].dialStream(t, secret, dialOpts{})
+		if err == nil {
+			opened++
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d streams open 3s after 10 upgrades not handed over: %d %s", opened, a.status, a.body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A client that sends commands and reads nothing is held back by TCP: the
+// node stops reading its commands while the answers wait, instead of
+// queueing them without bound.
+func TestStreamCommandFloodHeldBack(t *testing.T) {
+	_, nodes, secret, _ := streamWorld(t, 1, 1)
+	c, _, err := nodes[0].dialStream(t, secret, dialOpts{rcvbuf: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 64 << 20
+	bad := []byte(strings.Repeat("x", 1000)) // each one an error answer
+	sent := 0
+	c.c.SetWriteDeadline(time.Now().Add(4 * time.Second)) //nolint:errcheck // the writes report it
+	for sent < total {
+		if err := c.c.WriteMessage(websocket.TextMessage, bad); err != nil {
+			break
+		}
+		sent += len(bad)
+	}
+	if sent >= total {
+		t.Fatalf("the node took all %d MB of commands from a client that read none of the answers", total>>20)
+	}
+	t.Logf("the node stopped taking commands after %d KB", sent>>10)
+	if n := nodes[0].counter(t, "marketdata_stream_command_errors_total", nil); n > float64(sent/len(bad)) || n == 0 {
+		t.Errorf("%v commands answered of %d sent", n, sent/len(bad))
+	}
 }

@@ -2,7 +2,9 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,8 +36,17 @@ type Conn struct {
 	// subs are the markets subscribed, with what the writer was given of
 	// each.
 	subs map[string]*sub
-	// control are acks and errors to write, in order, before any price.
-	control []outMsg
+	// control are acks and errors to write, in order, before any price;
+	// controlBytes their size. Serve reads no command while they exceed
+	// maxControl or maxControlBytes: a client that sends and does not read
+	// is held back by TCP, not queued in the node.
+	control      []outMsg
+	controlBytes int
+	// room is signalled when the writer took the control messages; quit is
+	// closed when the connection closes or is cut.
+	room     chan struct{}
+	quit     chan struct{}
+	quitOnce sync.Once
 	// order lists markets with a price waiting, oldest first; pending holds
 	// each one's newest version (an entry of order whose market has none
 	// any more is skipped).
@@ -64,9 +75,10 @@ type Conn struct {
 	writerDone   sync.WaitGroup
 	onEnd        func()
 	endOnce      sync.Once
-	// seq and hdr are the writer's.
-	seq uint64
-	hdr []byte
+	// seq, hdr and deadlineSet (unix ns) are the writer's.
+	seq         uint64
+	hdr         []byte
+	deadlineSet int64
 }
 
 // sub is one subscribed market.
@@ -95,7 +107,8 @@ type outMsg struct {
 }
 
 func newConn(h *Hub, ws *websocket.Conn, info Info, onEnd func()) *Conn {
-	c := &Conn{hub: h, ws: ws, Info: info, subs: map[string]*sub{}, pending: map[string]pendingPrice{}, onEnd: onEnd}
+	c := &Conn{hub: h, ws: ws, Info: info, subs: map[string]*sub{}, pending: map[string]pendingPrice{}, onEnd: onEnd,
+		room: make(chan struct{}, 1), quit: make(chan struct{})}
 	c.nextPing.Store(time.Now().Add(h.cfg.PingEvery).UnixNano())
 	return c
 }
@@ -112,13 +125,59 @@ func (c *Conn) Serve(ctx context.Context) {
 	ws.SetPongHandler(func(string) error {
 		return ws.SetReadDeadline(time.Now().Add(pongWait))
 	})
+	// A client's ping is answered as the library's default handler does,
+	// but with the writer's deadline: the library's 1 s would also cut the
+	// writer's message in progress to a slow client.
+	wait := c.hub.cfg.StallAfter + c.hub.cfg.StallGrace
+	ws.SetPingHandler(func(data string) error {
+		err := ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(wait))
+		var ne net.Error
+		if err == websocket.ErrCloseSent || errors.As(err, &ne) && ne.Timeout() {
+			return nil
+		}
+		return err
+	})
 	for {
+		if !c.waitRoom() {
+			return
+		}
 		_, data, err := ws.ReadMessage()
 		if err != nil {
 			return
 		}
 		c.handle(ctx, data)
 	}
+}
+
+// The bound on acks and errors waiting for a client that does not read.
+const (
+	maxControl      = 8
+	maxControlBytes = 128 << 10
+)
+
+// waitRoom waits until the control messages are under their bound; false:
+// the connection closed meanwhile.
+func (c *Conn) waitRoom() bool {
+	for {
+		c.mu.Lock()
+		full := len(c.control) >= maxControl || c.controlBytes >= maxControlBytes
+		c.mu.Unlock()
+		if !full {
+			return true
+		}
+		select {
+		case <-c.room:
+		case <-c.quit:
+			return false
+		}
+	}
+}
+
+// pushControl queues an ack or error; c.mu is held.
+func (c *Conn) pushControl(m outMsg) {
+	c.control = append(c.control, m)
+	c.controlBytes += len(m.rest)
+	c.kick()
 }
 
 func (c *Conn) handle(ctx context.Context, data []byte) {
@@ -190,7 +249,7 @@ func (c *Conn) subscribe(ctx context.Context, ids []string) {
 		delete(c.subs, id)
 		delete(c.pending, id)
 	}
-	c.control = append(c.control, outMsg{"subscribed", subscribedRest(accepted, missing)})
+	c.pushControl(outMsg{"subscribed", subscribedRest(accepted, missing)})
 	for i, id := range ids {
 		st := c.subs[id]
 		if st == nil {
@@ -221,16 +280,14 @@ func (c *Conn) unsubscribe(ids []string) {
 			gone = append(gone, id)
 		}
 	}
-	c.control = append(c.control, outMsg{"unsubscribed", unsubscribedRest(ids)})
-	c.kick()
+	c.pushControl(outMsg{"unsubscribed", unsubscribedRest(ids)})
 	c.mu.Unlock()
 	c.hub.unsubscribe(c, gone)
 }
 
 func (c *Conn) sendError(code, message string) {
 	c.mu.Lock()
-	c.control = append(c.control, outMsg{"error", errorRest(code, message)})
-	c.kick()
+	c.pushControl(outMsg{"error", errorRest(code, message)})
 	c.mu.Unlock()
 }
 
@@ -310,6 +367,7 @@ func (c *Conn) closeWith(code int, reason string, wait time.Duration) {
 	}
 	c.closeCode, c.closeReason = code, reason
 	c.closing.Store(true)
+	c.quitOnce.Do(func() { close(c.quit) })
 	c.hub.m.closed(code)
 	time.AfterFunc(wait, c.cut)
 	c.kick()
@@ -345,7 +403,11 @@ func (c *Conn) write() {
 		c.pingDue = false
 		batch = append(batch[:0], c.control...)
 		clear(c.control)
-		c.control = c.control[:0]
+		c.control, c.controlBytes = c.control[:0], 0
+		select {
+		case c.room <- struct{}{}:
+		default:
+		}
 		prices, bodies = prices[:0], bodies[:0]
 		keep := c.order[:0]
 		for _, id := range c.order {
@@ -383,14 +445,12 @@ func (c *Conn) write() {
 // writeBatch writes a ping, then acks and errors, then prices.
 func (c *Conn) writeBatch(ping bool, batch []outMsg, prices []pendingPrice) error {
 	cfg := &c.hub.cfg
-	// The deadline is the backstop; the sweep decides a stall sooner.
-	if err := c.ws.SetWriteDeadline(time.Now().Add(cfg.StallAfter + cfg.StallGrace)); err != nil {
-		return err
-	}
 	defer c.writingSince.Store(0)
 	// A close stops the batch between messages: the close frame goes next.
 	if ping {
-		c.writingSince.Store(time.Now().UnixNano())
+		if err := c.startWrite(); err != nil {
+			return err
+		}
 		if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.StallAfter+cfg.StallGrace)); err != nil {
 			return err
 		}
@@ -416,10 +476,29 @@ func (c *Conn) writeBatch(ping bool, batch []outMsg, prices []pendingPrice) erro
 	return nil
 }
 
+// startWrite marks the start of a message's write for the sweep, and
+// moves the write deadline (only a backstop: the sweep closes a stalled
+// writer with 4008 first) so that it is always more than StallAfter +
+// StallGrace + 1 s away: one message, not a batch, must be taken within it,
+// so a client that reads slowly but steadily is never cut. (The deadline
+// moves at most once a second: it is not free.)
+func (c *Conn) startWrite() error {
+	now := time.Now().UnixNano()
+	c.writingSince.Store(now)
+	if now-c.deadlineSet < int64(time.Second) {
+		return nil
+	}
+	c.deadlineSet = now
+	cfg := &c.hub.cfg
+	return c.ws.SetWriteDeadline(time.Unix(0, now).Add(cfg.StallAfter + cfg.StallGrace + 2*time.Second))
+}
+
 // writeMessage writes {"type":typ,"seq":N then rest (which starts with a
 // comma), or then a comma and body without its opening brace.
 func (c *Conn) writeMessage(typ string, rest, body []byte) error {
-	c.writingSince.Store(time.Now().UnixNano())
+	if err := c.startWrite(); err != nil {
+		return err
+	}
 	w, err := c.ws.NextWriter(websocket.TextMessage)
 	if err != nil {
 		return err
@@ -462,6 +541,7 @@ func (c *Conn) sendClose(code int, reason string) {
 // here would not do: fasthttp closes a hijacked connection itself when the
 // handler returns, and its Close before that does nothing.)
 func (c *Conn) cut() {
+	c.quitOnce.Do(func() { close(c.quit) })
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.released {
@@ -489,10 +569,12 @@ func (c *Conn) end() {
 		c.mu.Lock()
 		c.released = true
 		c.mu.Unlock()
-		c.hub.remove(c, ids)
+		// Before the hub lets Shutdown return (remove), so that what
+		// onEnd starts is under way by then.
 		if c.onEnd != nil {
 			c.onEnd()
 		}
+		c.hub.remove(c, ids)
 	})
 }
 

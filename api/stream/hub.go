@@ -7,7 +7,6 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fasthttp/websocket"
@@ -38,7 +37,8 @@ type Config struct {
 	StallAfter time.Duration
 	// StallGrace is how long a stalled connection's last write may still
 	// complete, so that a client that reads again gets the 4008 close frame
-	// after whole messages; then the connection is cut (5s).
+	// after whole messages; then the connection is cut (500ms: with the
+	// sweep's 250 ms, within the contract's 1 s of the cause).
 	StallGrace time.Duration
 	// CloseWait bounds a close: the close frame is written within it, and
 	// the connection is cut when the client has not answered it by then
@@ -59,7 +59,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		PingEvery: 15 * time.Second, PongWait: 45 * time.Second,
-		StallAfter: 30 * time.Second, StallGrace: 5 * time.Second, CloseWait: 500 * time.Millisecond,
+		StallAfter: 30 * time.Second, StallGrace: 500 * time.Millisecond, CloseWait: 500 * time.Millisecond,
 		Resync: 2 * time.Second, ReadTimeout: 2 * time.Second, Workers: 2,
 	}
 }
@@ -112,11 +112,8 @@ type Hub struct {
 	closed  bool
 	drained chan struct{} // closed when closed and the last connection ends
 
-	changes chan change
-	resync  chan struct{}
-	// lost counts change batches dropped because the queue was full; the
-	// next resync makes them up.
-	lost      atomic.Uint64
+	changes   chan change
+	resync    chan struct{}
 	readWarn  ratelog.Limiter
 	closeOnce sync.Once
 }
@@ -198,7 +195,7 @@ func (h *Hub) OnChange(n notice.Change) {
 	select {
 	case h.changes <- change{ids: ids, at: time.Now().UnixNano()}:
 	default:
-		h.lost.Add(1)
+		h.m.dropped.Inc()
 		h.requestResync()
 	}
 }
@@ -262,7 +259,8 @@ func (h *Hub) fanOutLoop(ctx context.Context) {
 }
 
 // readAndFanOut reads ids' price items and hands each newer one to its
-// subscribers; at holds when each id's notice arrived (nil: a resync).
+// subscribers; at holds when each id's notice arrived (nil: a resync, which
+// offers every item to every subscriber: see fanOut).
 func (h *Hub) readAndFanOut(ctx context.Context, ids []string, at map[string]int64) {
 	for len(ids) > 0 {
 		n := min(len(ids), maxRead)
@@ -284,33 +282,43 @@ func (h *Hub) readAndFanOut(ctx context.Context, ids []string, at map[string]int
 			if !it.Shown() {
 				continue
 			}
-			h.fanOut(chunk[i], it.Gen, it.Body, maphash.Bytes(h.seed, it.Body), at[chunk[i]])
+			h.fanOut(chunk[i], it.Gen, it.Body, maphash.Bytes(h.seed, it.Body), at[chunk[i]], at == nil)
 		}
 	}
 }
 
 // fanOut hands a market's item to its subscribers when it is newer than
-// what the hub handed them last.
-func (h *Hub) fanOut(id string, gen int64, body []byte, sum uint64, at int64) {
+// what the hub handed them last. A resync (all) offers it to every
+// subscriber whatever the hub handed out: each connection keeps what it
+// was given, so this costs a lock and a lookup per subscriber, and it
+// brings up to date a subscriber whose price on subscribe was read older
+// than the topic's (a read replica behind, say).
+func (h *Hub) fanOut(id string, gen int64, body []byte, sum uint64, at int64, all bool) {
 	s := h.shard(id)
 	s.mu.Lock()
 	t := s.topics[id]
-	if t == nil || gen <= t.gen {
+	if t == nil || (gen <= t.gen && !all) {
 		s.mu.Unlock()
 		return
 	}
-	t.gen = gen
-	same := sum == t.sum
-	t.sum = sum
+	same := gen <= t.gen || sum == t.sum
+	if gen > t.gen {
+		t.gen, t.sum = gen, sum
+	}
 	conns := t.conns
 	s.mu.Unlock()
-	if same {
+	if same && !all {
 		return
 	}
 	for _, c := range conns {
 		c.deliver(id, gen, body, sum, at)
 	}
 }
+
+// minResyncGap spaces resyncs that were asked for (a flush, a failed read,
+// a full queue): while reads fail fast (Redis and Postgres both refusing),
+// a resync per failure would spin.
+const minResyncGap = 250 * time.Millisecond
 
 func (h *Hub) resyncLoop(ctx context.Context) {
 	t := time.NewTicker(h.cfg.Resync)
@@ -325,6 +333,13 @@ func (h *Hub) resyncLoop(ctx context.Context) {
 		ids := h.subscribed()
 		h.m.resyncs.Inc()
 		h.readAndFanOut(ctx, ids, nil)
+		// A request made while this one ran (its own failures included)
+		// waits for the gap.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(minResyncGap):
+		}
 	}
 }
 

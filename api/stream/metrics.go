@@ -14,6 +14,7 @@ type metrics struct {
 	commandErrors prometheus.Counter
 	readFailures  prometheus.Counter
 	resyncs       prometheus.Counter
+	dropped       prometheus.Counter
 	messages      *prometheus.CounterVec
 	prices        prometheus.Counter
 	closes        *prometheus.CounterVec
@@ -37,6 +38,9 @@ func newMetrics() *metrics {
 		resyncs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "marketdata_stream_resyncs_total", Help: "Reads of every subscribed market on this node (every 2 s, and after a flush or a lost notice).",
 		}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "marketdata_stream_changes_dropped_total", Help: "Change notices the fan-out queue had no room for (a resync follows at once).",
+		}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "marketdata_stream_messages_total", Help: "Messages written to streams, by type.",
 		}, []string{"type"}),
@@ -56,7 +60,7 @@ func newMetrics() *metrics {
 // Register adds the hub's metrics to reg.
 func (h *Hub) Register(reg prometheus.Registerer) error {
 	m := h.m
-	for _, c := range []prometheus.Collector{m.open, m.conflated, m.commandErrors, m.readFailures, m.resyncs, m.messages, m.closes, m.fanOut} {
+	for _, c := range []prometheus.Collector{m.open, m.conflated, m.commandErrors, m.readFailures, m.resyncs, m.dropped, m.messages, m.closes, m.fanOut} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

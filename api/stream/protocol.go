@@ -47,11 +47,11 @@ func (o Op) String() string {
 // refused).
 const MaxMarkets = 500
 
-// MaxCommandBytes bounds one client message: 500 ids of 64 bytes, quoted
-// and separated, fit with room to spare. A longer message closes the
-// connection (1009, the WebSocket library's read limit): it cannot be a
-// command the contract allows.
-const MaxCommandBytes = 64 << 10
+// MaxCommandBytes bounds one client message: some 3,800 ids of 64 bytes,
+// so that a subscribe of too many ids (twice 500, say) is answered with
+// an error message; a longer message closes the connection (1009, the
+// WebSocket library's read limit).
+const MaxCommandBytes = 256 << 10
 
 // Command is one parsed client command.
 type Command struct {
@@ -75,8 +75,9 @@ type wireCommand struct {
 }
 
 // ParseCommand reads one client message. Unknown fields are ignored (as
-// unknown query parameters are); everything else that is not a subscribe or
-// an unsubscribe of 1 to MaxMarkets valid ids is a *CommandError.
+// unknown query parameters are); everything else that is not a subscribe of
+// 1 to MaxMarkets valid ids or an unsubscribe of at least one is a
+// *CommandError.
 func ParseCommand(data []byte) (Command, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || data[0] != '{' {
@@ -120,7 +121,7 @@ func ParseCommand(data []byte) (Command, error) {
 		seen[id] = struct{}{}
 		out = append(out, id)
 	}
-	if len(out) > MaxMarkets {
+	if c.Op == OpSubscribe && len(out) > MaxMarkets {
 		return Command{}, &CommandError{fmt.Sprintf("%d market ids in one command: at most %d may be subscribed on one connection", len(out), MaxMarkets)}
 	}
 	c.MarketIDs = out
