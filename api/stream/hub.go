@@ -134,6 +134,12 @@ type topic struct {
 	// gen is the newest revision fanned out: an older or equal one read
 	// later (two reads racing, a resync) is not sent again.
 	gen int64
+	// body is revision gen's item. Since nothing at or below gen is fanned
+	// out again, a connection that subscribes later takes it as its
+	// snapshot when its own read is older (Redis lost the write with a
+	// failed master, or the read raced the fan-out): else it would wait
+	// for the market's next change.
+	body []byte
 }
 
 // change is a notice's subscribed markets and when it arrived.
@@ -294,12 +300,24 @@ func (h *Hub) fanOut(id string, gen int64, body []byte, at int64) {
 		s.mu.Unlock()
 		return
 	}
-	t.gen = gen
+	t.gen, t.body = gen, body
 	conns := t.conns
 	s.mu.Unlock()
 	for _, c := range conns {
 		c.deliver(id, gen, body, at)
 	}
+}
+
+// newest returns the newest revision of id fanned out here and its item
+// (0, nil: none).
+func (h *Hub) newest(id string) (int64, []byte) {
+	s := h.shard(id)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if t := s.topics[id]; t != nil {
+		return t.gen, t.body
+	}
+	return 0, nil
 }
 
 func (h *Hub) resyncLoop(ctx context.Context) {
