@@ -32,8 +32,11 @@ type streamClient struct {
 	seq        int64
 	subscribed map[string]bool
 	versions   map[string]int64
-	prices     int
-	// repeats counts prices of a version the client had already.
+	// fields are each market's newest price without type and seq.
+	fields map[string]string
+	prices int
+	// repeats counts prices of a version the client had already (the
+	// same fields: a repeat that differs is a problem).
 	repeats  int
 	problems []string
 	// ended is how the reading ended (nil while it goes on).
@@ -72,7 +75,7 @@ func dialStream(ctx context.Context, node *child, name, secret string) (*streamC
 		return nil, a, fmt.Errorf("dial stream %s on %s: %w", name, node.name, err)
 	}
 	c := &streamClient{name: name, ws: ws, ctrl: make(chan streamMsg, 64), done: make(chan struct{}),
-		subscribed: map[string]bool{}, versions: map[string]int64{}}
+		subscribed: map[string]bool{}, versions: map[string]int64{}, fields: map[string]string{}}
 	go c.read()
 	return c, a, nil
 }
@@ -110,8 +113,12 @@ func (c *streamClient) read() {
 				c.problem("price of %s at version %d after version %d", m.MarketID, m.Version, last)
 			case m.Version == last:
 				c.repeats++
+				if f := priceFields(data); f != c.fields[m.MarketID] {
+					c.problem("price of %s at version %d again with other fields: %s after %s", m.MarketID, m.Version, f, c.fields[m.MarketID])
+				}
 			default:
 				c.versions[m.MarketID] = m.Version
+				c.fields[m.MarketID] = priceFields(data)
 			}
 			c.prices++
 		case "subscribed":
@@ -134,6 +141,17 @@ func (c *streamClient) read() {
 			}
 		}
 	}
+}
+
+// priceFields is a price message after its type and seq.
+func priceFields(data []byte) string {
+	s := string(data)
+	if i := strings.Index(s, `"seq":`); i >= 0 {
+		if j := strings.IndexByte(s[i:], ','); j >= 0 {
+			return s[i+j+1:]
+		}
+	}
+	return s
 }
 
 // problem records what the client saw wrong; c.mu is held.
@@ -200,6 +218,13 @@ func (c *streamClient) waitVersions(want map[string]int64, deadline time.Time) e
 		}
 		time.Sleep(10 * time.Millisecond) // polling interval
 	}
+}
+
+// version is the newest version of market the client has.
+func (c *streamClient) version(market string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.versions[market]
 }
 
 func (c *streamClient) err() error {

@@ -2,7 +2,6 @@ package clustertest
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -57,25 +56,7 @@ func TestStreamsAcrossNodes(t *testing.T) {
 	refusedStream(t, nodes, secret, "the account's 11th stream")
 
 	// The last stream (on the second node) ends; the first node may open one.
-	closed := streams[len(streams)-1]
-	closed.close()
-	closedAt := time.Now()
-	var again *streamClient
-	for try := 1; again == nil; try++ {
-		c, a, err := dialStream(ctx, nodes[0], "stream 10 reopened on "+nodes[0].name, secret)
-		switch {
-		case err == nil:
-			again = c
-			t.Cleanup(c.close)
-			t.Logf("a closed stream's slot was free on the other node %s after it closed (try %d)", time.Since(closedAt).Round(time.Millisecond), try)
-		case a.status != http.StatusTooManyRequests:
-			t.Fatalf("%v: %d %s; want 429 until the closed stream's slot is free, then the upgrade", err, a.status, a.body)
-		case time.Since(closedAt) > slotFreedBound:
-			t.Fatalf("a closed stream's slot was not free on the other node within %s: still 429", slotFreedBound)
-		default:
-			time.Sleep(50 * time.Millisecond) // polling interval
-		}
-	}
+	again := reconnect(t, streams[len(streams)-1], nodes[0], secret)
 	again.subscribe(t, markets, stored)
 	streams[len(streams)-1] = again
 	refusedStream(t, nodes, secret, "the 11th stream once the closed one was replaced")
@@ -95,12 +76,9 @@ func TestStreamsAcrossNodes(t *testing.T) {
 	for _, c := range streams {
 		c.check(t)
 	}
-	published := 0
-	for id, v := range final {
-		published += int(v - stored[id])
-	}
+	_, published, _ := pub.result()
 	prices, repeats := received(streams)
-	t.Logf("%d price versions of %d markets committed; %d streams on %d nodes took %d price messages (snapshots included, %d repeats)",
+	t.Logf("%d price versions of %d markets published; %d streams on %d nodes took %d price messages (snapshots included, %d repeats)",
 		published, len(markets), len(streams), len(nodes), prices, repeats)
 	// The change notices, not the resync alone, carried the updates: a
 	// stream that keeps up gets (nearly) every version, where the resync
@@ -110,7 +88,7 @@ func TestStreamsAcrossNodes(t *testing.T) {
 		got := c.prices
 		c.mu.Unlock()
 		if got < published/2 {
-			t.Errorf("%s took %d price messages for %d committed versions: the change notices did not carry them", c.name, got, published)
+			t.Errorf("%s took %d price messages for %d versions published: the change notices did not carry them", c.name, got, published)
 		}
 	}
 	t.Logf("TestStreamsAcrossNodes took %s", time.Since(started).Round(time.Millisecond))
@@ -123,7 +101,10 @@ func TestStreamsAcrossNodes(t *testing.T) {
 // stream within the 5 s follow bound plus the 2 s resync; the slots Redis
 // lost (made certain: the account's slot set is deleted after the
 // promotion) are added back by the nodes' lease renewal, so the 11th stream
-// is refused again; and every stream ends at the newest committed versions.
+// is refused again; a client that reconnects gets the whole state, a
+// quiet market's newest version included though Redis lost its write (made
+// certain too), and no stream gets that market's older version; every
+// stream ends at the newest committed versions.
 func TestStreamsRedisMasterKilled(t *testing.T) {
 	s := cl(t)
 	started := time.Now()
@@ -131,18 +112,31 @@ func TestStreamsRedisMasterKilled(t *testing.T) {
 	w := s.world(t)
 	nodes := s.apis[:2]
 	a := s.streamAccountWithMarkets(t, w.streamed)
-	on := a.on[:min(2, len(a.on))]
-	markets := slices.Concat(on, a.off[:1])
+	// moving receive prices throughout; quiet one before the kill, whose
+	// write Redis then loses.
+	moving, quiet := slices.Concat(a.on[:2], a.off[:1]), a.on[2]
+	subscribed := append(slices.Clone(moving), quiet)
 	t.Logf("killing master 127.0.0.1:%d (the account's slot set and the documents of %v); its replica is 127.0.0.1:%d; %s lives elsewhere",
-		a.master.port, on, a.replica.port, a.off[0])
-	stored := pricedMarkets(t, markets)
-	streams := openStreams(t, nodes, a.secret, streamLimit, markets, stored)
-	slots := "md:{st:" + a.account + "}"
-	if n, err := clusterClient(t).ZCard(ctx, slots).Result(); err != nil || n != streamLimit {
+		a.master.port, a.on[:3], a.replica.port, a.off[0])
+	stored := pricedMarkets(t, subscribed)
+	streams := openStreams(t, nodes, a.secret, streamLimit, subscribed, stored)
+	slots, quietDoc := "md:{st:"+a.account+"}", "md:{m:"+quiet+"}"
+	first := clusterClient(t)
+	if n, err := first.ZCard(ctx, slots).Result(); err != nil || n != streamLimit {
 		t.Fatalf("Redis counts %d open streams of the account (%v), want %d", n, err, streamLimit)
 	}
-	pub := startPublisher(t, markets, 20*time.Millisecond)
+	before, err := first.HGetAll(ctx, quietDoc).Result()
+	if err != nil || len(before) == 0 {
+		t.Fatalf("HGETALL %s: %v %v", quietDoc, before, err)
+	}
+	quietV := stored[quiet] + 1
+	publishPrice(t, quiet, quietV)
+	if err := waitAll(streams, map[string]int64{quiet: quietV}, time.Now().Add(5*time.Second)); err != nil {
+		t.Fatalf("price of the quiet market before the kill: %v", err)
+	}
+	pub := startPublisher(t, moving, 20*time.Millisecond)
 	waitAcked(t, pub, 30)
+	ingestFailures := sumMetric(t, s.ingests, "marketdata_ingest_failures_total")
 
 	killed := time.Now()
 	s.clusterT(t, "kill-redis", strconv.Itoa(a.master.port))
@@ -168,9 +162,9 @@ func TestStreamsRedisMasterKilled(t *testing.T) {
 	// them back (each node renews every streamLease/3, once it follows the
 	// new master), and the 11th stream is refused again.
 	readded := sumMetric(t, nodes, "marketdata_streams_readded_total")
-	dropSlots(t, slots)
+	rewrite(t, slots, nil)
 	dropped := time.Now()
-	rdb := clusterClient(t) // a client of its own: the test's first one may still know the old map
+	rdb := clusterClient(t) // a client of its own: the first one may still know the old map
 	renewBound := followBound + streamLease/3 + time.Second
 	for {
 		n, err := rdb.ZCard(ctx, slots).Result()
@@ -188,10 +182,29 @@ func TestStreamsRedisMasterKilled(t *testing.T) {
 	}
 	refusedStream(t, nodes, a.secret, "the 11th stream after the failover")
 
+	// The quiet market's last write lost with the old master, made certain:
+	// its document is the one before, and the nodes are told (they read it
+	// again). A client that reconnects then still gets the newest version
+	// (the node gave it to the others), by the resync after Redis holds it
+	// again (anti-entropy) at the latest; no stream gets the older one.
+	rewrite(t, quietDoc, before)
+	lost := time.Now()
+	announce(t, quiet)
+	again := reconnect(t, streams[0], nodes[0], a.secret)
+	again.subscribe(t, subscribed, nil)
+	streams[0] = again
+	snapshot := again.version(quiet)
+	repaired := waitSnapshot(t, nodes[0], a.secret, quiet, quietV)
+	if err := again.waitVersions(map[string]int64{quiet: quietV}, repaired.Add(resync+time.Second)); err != nil {
+		t.Errorf("a stream reconnected after Redis lost the quiet market's version %d: %v %s after the snapshot route answers it again", quietV, err, resync+time.Second)
+	}
+	t.Logf("reconnected after the lost write: snapshot at version %d of %d; Redis held it again %s after it was lost",
+		snapshot, quietV, repaired.Sub(lost).Round(time.Millisecond))
+
 	s.clusterT(t, "start-redis", strconv.Itoa(a.master.port))
 	s.clusterT(t, "wait")
 	s.checkApplied(t, pub)
-	final, err := storedVersions(ctx, markets)
+	final, err := storedVersions(ctx, subscribed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,117 +216,34 @@ func TestStreamsRedisMasterKilled(t *testing.T) {
 	}
 	_, sent, retries := pub.result()
 	prices, repeats := received(streams)
-	t.Logf("publisher: %d price updates acknowledged, %d publishes retried; %d streams took %d price messages (%d repeats)",
-		sent, retries, len(streams), prices, repeats)
+	// A repeat (the same version and fields again) follows a batch ingest
+	// applied again: its cache write failed while the shard had no master.
+	t.Logf("publisher: %d price updates acknowledged, %d publishes retried; ingest: %v batches failed; %d streams took %d price messages (%d repeats)",
+		sent, retries, sumMetric(t, s.ingests, "marketdata_ingest_failures_total")-ingestFailures, len(streams), prices, repeats)
 	t.Logf("TestStreamsRedisMasterKilled took %s", time.Since(started).Round(time.Millisecond))
 }
 
-// pricedMarkets returns the stored price version of each of markets; a
-// market without a price fails the test (its snapshot on subscribe would
-// be empty).
-func pricedMarkets(t *testing.T, markets []string) map[string]int64 {
+// reconnect closes c (after checking what it took) and opens a stream with
+// secret on node in its place, as a client that reconnects does: the
+// account's limit refuses it (429) until c's slot is free, which must take
+// at most slotFreedBound.
+func reconnect(t *testing.T, c *streamClient, node *child, secret string) *streamClient {
 	t.Helper()
-	stored, err := storedVersions(context.Background(), markets)
-	if err != nil {
-		t.Fatal(err)
+	c.check(t)
+	c.close()
+	closedAt := time.Now()
+	for try := 1; ; try++ {
+		again, a, err := dialStream(context.Background(), node, c.name+", reconnected on "+node.name, secret)
+		switch {
+		case err == nil:
+			t.Cleanup(again.close)
+			t.Logf("%s: its slot was free for %s %s after it closed (try %d)", c.name, node.name, time.Since(closedAt).Round(time.Millisecond), try)
+			return again
+		case a.status != http.StatusTooManyRequests:
+			t.Fatalf("%v: %d %s; want 429 until the closed stream's slot is free, then the upgrade", err, a.status, a.body)
+		case time.Since(closedAt) > slotFreedBound:
+			t.Fatalf("%s: its slot was not free for %s within %s of its close: still 429", c.name, node.name, slotFreedBound)
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval
 	}
-	for _, id := range markets {
-		if stored[id] == 0 {
-			t.Fatalf("market %s has no price in Postgres; the stream tests need markets with one", id)
-		}
-	}
-	return stored
-}
-
-// streamAccount is an account with a stream key whose slot set lives on
-// master, with the markets whose documents live there too (on) and
-// elsewhere (off).
-type streamAccount struct {
-	account, secret string
-	master, replica clusterNode
-	on, off         []string
-}
-
-// streamAccountWithMarkets creates accounts until one's slot set lives on
-// a master that also holds the document of one of markets (and another
-// master holds one).
-func (s *suite) streamAccountWithMarkets(t *testing.T, markets []string) streamAccount {
-	t.Helper()
-	ctx := context.Background()
-	rdb := clusterClient(t)
-	for try := 1; try <= 10; try++ {
-		account, secret, err := s.newKey(ctx, fmt.Sprintf("clustertest-streams-failover-%d", try), streamScopes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		slot, err := keySlot(ctx, rdb, "md:{st:"+account+"}")
-		if err != nil {
-			t.Fatal(err)
-		}
-		master, replica, err := slotOwner(ctx, livePort(ctx, 0), slot)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := streamAccount{account: account, secret: secret, master: master, replica: replica}
-		for _, id := range markets {
-			ms, err := keySlot(ctx, rdb, "md:{m:"+id+"}")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if master.serves(ms) {
-				a.on = append(a.on, id)
-			} else {
-				a.off = append(a.off, id)
-			}
-		}
-		if len(a.on) > 0 && len(a.off) > 0 {
-			return a
-		}
-	}
-	t.Fatalf("no account of 10 has its stream slots on a master holding one of %d markets", len(markets))
-	return streamAccount{}
-}
-
-// serves reports whether the node serves slot.
-func (n clusterNode) serves(slot int) bool {
-	for _, r := range n.slots {
-		if slot >= r[0] && slot <= r[1] {
-			return true
-		}
-	}
-	return false
-}
-
-// dropSlots deletes an account's slot set, as a failover that lost its
-// writes does, retrying while the cluster still fails over.
-func dropSlots(t *testing.T, key string) {
-	t.Helper()
-	ctx := context.Background()
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		// A new client each try: it reads the slot map as it is now.
-		rdb := newClusterClient()
-		err := rdb.Del(ctx, key).Err()
-		rdb.Close()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("delete %s: %v", key, err)
-		}
-		time.Sleep(100 * time.Millisecond) // the cluster is still failing over
-	}
-}
-
-// sumMetric sums a metric over nodes.
-func sumMetric(t *testing.T, nodes []*child, name string) float64 {
-	t.Helper()
-	sum := 0.0
-	for _, n := range nodes {
-		v, err := n.metric(context.Background(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum += v
-	}
-	return sum
 }
