@@ -234,10 +234,15 @@ func (c *Conn) subscribe(ctx context.Context, ids []string) {
 	}
 	var accepted, missing []string
 	for i, id := range ids {
-		if items[i].Found && items[i].Served {
-			accepted = append(accepted, id)
-		} else {
+		if !items[i].Found || !items[i].Served {
 			missing = append(missing, id)
+			continue
+		}
+		accepted = append(accepted, id)
+		// The hub sends nothing at or below what it fanned out already:
+		// that is the snapshot when this read is older.
+		if gen, body := c.hub.newest(id); gen > items[i].Gen {
+			items[i].Gen, items[i].Body = gen, body
 		}
 	}
 	c.mu.Lock()

@@ -136,6 +136,11 @@ type topic struct {
 	// batch names it, even if an update in it was ignored as old, and
 	// when ingest retries a batch) is no change, and is not sent.
 	sum uint64
+	// body is revision gen's item. A connection that subscribes later
+	// takes it as its snapshot when its own read is older (Redis lost the
+	// write with a failed master, or the read raced the fan-out): else it
+	// would wait for the market's next change or resync.
+	body []byte
 }
 
 // change is a notice's subscribed markets and when it arrived.
@@ -303,7 +308,7 @@ func (h *Hub) fanOut(id string, gen int64, body []byte, sum uint64, at int64, al
 	}
 	same := gen <= t.gen || sum == t.sum
 	if gen > t.gen {
-		t.gen, t.sum = gen, sum
+		t.gen, t.sum, t.body = gen, sum, body
 	}
 	conns := t.conns
 	s.mu.Unlock()
@@ -319,6 +324,18 @@ func (h *Hub) fanOut(id string, gen int64, body []byte, sum uint64, at int64, al
 // a full queue): while reads fail fast (Redis and Postgres both refusing),
 // a resync per failure would spin.
 const minResyncGap = 250 * time.Millisecond
+
+// newest returns the newest revision of id fanned out here and its item
+// (0, nil: none).
+func (h *Hub) newest(id string) (int64, []byte) {
+	s := h.shard(id)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if t := s.topics[id]; t != nil {
+		return t.gen, t.body
+	}
+	return 0, nil
+}
 
 func (h *Hub) resyncLoop(ctx context.Context) {
 	t := time.NewTicker(h.cfg.Resync)

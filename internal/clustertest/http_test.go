@@ -71,8 +71,9 @@ type world struct {
 	events []string
 	// read are markets whose answers the probes pin; churnRedis and
 	// churnNATS receive price updates from the failover tests; lagged are
-	// markets whose Redis documents a test sets behind (nobody reads them).
-	read, churnRedis, churnNATS, lagged []string
+	// markets whose Redis documents a test sets behind (nobody reads them);
+	// streamed are the markets the stream tests subscribe to and move.
+	read, churnRedis, churnNATS, lagged, streamed []string
 }
 
 // discover lists served events and their active markets through api1.
@@ -128,8 +129,10 @@ func (s *suite) discover(t *testing.T) world {
 		return ids
 	}
 	w.read, w.churnRedis, w.churnNATS, w.lagged = take(0, 4), take(10, 18), take(20, 28), take(30, 34)
-	if len(w.read) < 2 || len(w.churnRedis) == 0 || len(w.churnNATS) == 0 || len(w.lagged) < 2 {
-		t.Fatalf("too few active markets: %d read, %d redis, %d nats, %d lagged", len(w.read), len(w.churnRedis), len(w.churnNATS), len(w.lagged))
+	w.streamed = take(34, 40)
+	if len(w.read) < 2 || len(w.churnRedis) == 0 || len(w.churnNATS) == 0 || len(w.lagged) < 2 || len(w.streamed) < 6 {
+		t.Fatalf("too few active markets: %d read, %d redis, %d nats, %d lagged, %d streamed",
+			len(w.read), len(w.churnRedis), len(w.churnNATS), len(w.lagged), len(w.streamed))
 	}
 	return w
 }

@@ -92,6 +92,7 @@ func TestMain(m *testing.M) {
 var suiteTests = []string{
 	"TestNATSStreamLeaderKilled", "TestReadsSameOnAllNodes", "TestRateLimitExactAcrossNodes",
 	"TestCacheRebuildRaceOnCluster", "TestRedisMasterKilledUnderLoad", "TestReplicaStopped",
+	"TestStreamsAcrossNodes", "TestStreamsRedisMasterKilled",
 }
 
 // selected reports whether this run may run one of the suite's tests.

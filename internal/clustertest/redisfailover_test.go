@@ -53,25 +53,7 @@ func TestRedisMasterKilledUnderLoad(t *testing.T) {
 	s.clusterT(t, "kill-redis", strconv.Itoa(master.port))
 	s.restoreAtEnd(t, "start-redis", strconv.Itoa(master.port))
 
-	// Promotion: the replica appears as a master in CLUSTER NODES.
-	var promoted time.Time
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		nodes, err := clusterNodes(ctx, livePort(ctx, master.port))
-		if err == nil {
-			for _, n := range nodes {
-				if n.id == replica.id && n.isMaster() {
-					promoted = time.Now()
-				}
-			}
-		}
-		if !promoted.IsZero() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica 127.0.0.1:%d not promoted within 60 s of the kill", replica.port)
-		}
-		time.Sleep(25 * time.Millisecond) // polling interval
-	}
+	promoted := awaitPromotion(t, master, replica)
 	t.Logf("promotion seen %s after the kill", promoted.Sub(killed).Round(time.Millisecond))
 
 	// Following: the first growth of each node's Redis-decided admissions
@@ -207,6 +189,27 @@ func (s *suite) setBehind(t *testing.T, markets []string) {
 			t.Fatalf("set cache documents behind: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond) // the cluster is still failing over
+	}
+}
+
+// awaitPromotion waits until replica appears as a master in CLUSTER NODES
+// (its master was killed) and returns when it was seen.
+func awaitPromotion(t *testing.T, master, replica clusterNode) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		nodes, err := clusterNodes(ctx, livePort(ctx, master.port))
+		if err == nil {
+			for _, n := range nodes {
+				if n.id == replica.id && n.isMaster() {
+					return time.Now()
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica 127.0.0.1:%d not promoted within 60 s of killing its master 127.0.0.1:%d", replica.port, master.port)
+		}
+		time.Sleep(25 * time.Millisecond) // polling interval
 	}
 }
 
