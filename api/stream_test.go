@@ -514,11 +514,14 @@ func TestStreamUpgradeNotHandedOverFreesSlot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(conn, "GET /public/v1/stream HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
+		_, err = fmt.Fprintf(conn, "GET /public/v1/stream HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
 			"Connection: Upgrade, close\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", addr, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
 		conn.SetReadDeadline(time.Now().Add(5 * time.Second)) //nolint:errcheck // the read reports it
 		io.Copy(io.Discard, conn)                             //nolint:errcheck // until the server closes
-		conn.Close()                                          //nolint:errcheck // done
+		conn.Close()
 	}
 	deadline := time.Now().Add(3 * time.Second)
 	for opened := 0; opened < 10; {
