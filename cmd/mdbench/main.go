@@ -45,7 +45,8 @@ type Options struct {
 	RedisURL, NATSURL string
 	// Machine describes where the run happens; every result carries it.
 	Machine Machine
-	// Profile asks the reads benchmark for a CPU profile of every route.
+	// Profile asks the reads benchmark for a CPU profile of every route,
+	// the stream benchmark for one of the node in its steady phase.
 	Profile bool
 }
 
@@ -109,7 +110,7 @@ func run() int {
 	fs.StringVar(&o.PostgresURL, "pg", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "Postgres maintenance database URL")
 	fs.StringVar(&o.RedisURL, "redis", "redis://127.0.0.1:6379/0", "Redis URL")
 	fs.StringVar(&o.NATSURL, "nats", "nats://127.0.0.1:4222", "NATS URL")
-	fs.BoolVar(&o.Profile, "profile", false, "reads: take a CPU profile of the API on every route, not only on those that missed a goal")
+	fs.BoolVar(&o.Profile, "profile", false, "reads: take a CPU profile of the API on every route, not only on those that missed a goal; stream: of the node in the steady phase")
 	ingestFlags(fs, &ingestParams)
 	pollFlags(fs, &pollParams)
 	streamFlags(fs, &streamParams)

@@ -157,9 +157,9 @@ func TestStreamPhaseFanout(t *testing.T) {
 	}
 }
 
-// fakeStream is a stream server that answers the first subscribe with the
-// messages given (seq and all), then holds the connection open.
-func fakeStream(t *testing.T, msgs []string) *httptest.Server {
+// fakeStream is a stream server that answers the n-th command with the
+// messages of script[n] (seq and all), and holds the connection open.
+func fakeStream(t *testing.T, script ...[]string) *httptest.Server {
 	t.Helper()
 	up := websocket.Upgrader{}
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -172,17 +172,17 @@ func fakeStream(t *testing.T, msgs []string) *httptest.Server {
 			return
 		}
 		defer ws.Close() //nolint:errcheck // the test is over with the connection
-		if _, _, err := ws.ReadMessage(); err != nil {
-			return
-		}
-		for _, m := range msgs {
-			if err := ws.WriteMessage(websocket.TextMessage, []byte(m)); err != nil {
-				return
-			}
-		}
-		for {
+		for n := 0; ; n++ {
 			if _, _, err := ws.ReadMessage(); err != nil {
 				return
+			}
+			if n >= len(script) {
+				continue
+			}
+			for _, m := range script[n] {
+				if err := ws.WriteMessage(websocket.TextMessage, []byte(m)); err != nil {
+					return
+				}
 			}
 		}
 	}))
@@ -249,6 +249,48 @@ func TestStreamClientAccounting(t *testing.T) {
 	// behind; c was asked for and never acknowledged.
 	if n, first := c.behind(s, ids); n != 1 || !strings.Contains(first, "mk_c held at version 0") {
 		t.Errorf("behind: got %d (%s), want 1: mk_c", n, first)
+	}
+}
+
+// TestStreamClientRetriesUnavailable: a subscribe the node refuses as
+// unavailable is counted, handed back for sending again, and is no fault;
+// sent again, it is acknowledged.
+func TestStreamClientRetriesUnavailable(t *testing.T) {
+	ids := []string{"mk_a"}
+	index := map[string]int32{"mk_a": 0}
+	s := testSchedule(1, []int32{0}, []int64{0})
+	srv := fakeStream(t,
+		[]string{`{"type":"error","seq":1,"code":"unavailable","message":"prices cannot be read right now; nothing was subscribed: subscribe again"}`},
+		[]string{`{"type":"subscribed","seq":2,"market_ids":["mk_a"],"missing":[]}`, priceMsg(3, "mk_a", 1)},
+	)
+	defer srv.Close()
+	l := &streamLoad{sched: s, clock: newNoticeClock(s, index), index: index, retry: make(chan *streamClient, 1)}
+	c, err := dialStream(context.Background(), l, strings.TrimPrefix(srv.URL, "http://"), "secret", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	if err := c.subscribe([]int32{0}, ids); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-l.retry:
+		if got != c {
+			t.Fatalf("retry handed back connection %d, want %d", got.n, c.n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the refused subscribe was not handed back")
+	}
+	if err := c.resubscribe(ids); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for l.snapshots.Load() < 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.close()
+	if l.refused.Load() != 1 || l.acks.Load() != 1 || l.snapshots.Load() != 1 || c.faults != (clientFaults{}) {
+		t.Errorf("refused %d, acks %d, snapshots %d, faults %+v; want 1, 1, 1, none", l.refused.Load(), l.acks.Load(), l.snapshots.Load(), c.faults)
 	}
 }
 

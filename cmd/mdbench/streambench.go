@@ -26,12 +26,14 @@ type StreamParams struct {
 	Rate float64 `json:"updates_per_s"`
 	// Steps are the ramp's subscriptions per connection after the steady
 	// phase's Subs.
-	Steps      []int  `json:"ramp_subscriptions_per_connection"`
-	PerAccount int    `json:"streams_per_account"`
-	Accounts   int    `json:"accounts"`
-	ReadConns  int    `json:"read_connections"`
-	Dialers    int    `json:"dialers"`
-	Seed       uint64 `json:"seed"`
+	Steps      []int `json:"ramp_subscriptions_per_connection"`
+	PerAccount int   `json:"streams_per_account"`
+	Accounts   int   `json:"accounts"`
+	ReadConns  int   `json:"read_connections"`
+	// MaxConns is the node's MD_MAX_CONNS.
+	MaxConns int    `json:"md_max_conns"`
+	Dialers  int    `json:"dialers"`
+	Seed     uint64 `json:"seed"`
 
 	WarmupS     float64 `json:"steady_warmup_s"`
 	SteadyS     float64 `json:"steady_measured_s"`
@@ -139,6 +141,7 @@ func runStreamBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 		return nil, err
 	}
 	p.Accounts = (p.Conns + p.PerAccount - 1) / p.PerAccount
+	p.MaxConns = p.Conns + p.ReadConns + 1000
 	p.WarmupS, p.SteadyS, p.StepWarmupS, p.StepS = p.Warmup.Seconds(), p.Steady.Seconds(), p.StepWarmup.Seconds(), p.Step.Seconds()
 	// This process holds every client connection.
 	if err := raiseFileLimit(uint64(p.Conns + p.ReadConns + 1024)); err != nil {
@@ -181,7 +184,9 @@ func runStreamBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 		}
 	}()
 	res.ChildLogs["api"] = filepath.Join(o.Out, "stream-api.log")
-	node, err := startAPIChild(ctx, o, sb, dsn, res.ChildLogs["api"])
+	// The node's connection cap fits the load with room, under the
+	// open-file limit (the default 20,000 is the whole of it).
+	node, err := startAPIChild(ctx, o, sb, dsn, res.ChildLogs["api"], fmt.Sprintf("MD_MAX_CONNS=%d", p.MaxConns))
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,11 @@ type streamLoad struct {
 	// live prices over all connections.
 	acks, snapshots, live atomic.Int64
 	sampled               atomic.Int64
+	// refused counts subscribes the node answered with an "unavailable"
+	// error (it could not read the prices in time: subscribe again);
+	// retry takes the connections to send theirs again.
+	refused atomic.Int64
+	retry   chan *streamClient
 	// ended counts connections that ended before the benchmark closed
 	// them; endedWhy is the first one's reason.
 	ended    atomic.Int64
@@ -97,8 +102,9 @@ func (f *clientFaults) add(o clientFaults) {
 type streamClient struct {
 	n  int
 	ws *websocket.Conn
-	// subs are the markets asked for so far (the benchmark's side).
-	subs []int32
+	// subs are the markets asked for so far and last the last subscribe's
+	// (the benchmark's side).
+	subs, last []int32
 
 	closing atomic.Bool
 	done    chan struct{}
@@ -106,9 +112,9 @@ type streamClient struct {
 	err error
 
 	nextSeq int64
-	// last is, per acknowledged market, the newest version received (0:
+	// held is, per acknowledged market, the newest version received (0:
 	// acknowledged, snapshot not yet received).
-	last    map[int32]int64
+	held    map[int32]int64
 	repeats int64
 	faults  clientFaults
 	// first describes the first fault.
@@ -135,7 +141,7 @@ func dialStream(ctx context.Context, l *streamLoad, addr, secret string, n int) 
 		}
 		return nil, fmt.Errorf("stream %d: %w", n, err)
 	}
-	c := &streamClient{n: n, ws: ws, done: make(chan struct{}), nextSeq: 1, last: map[int32]int64{}, buf: make([]byte, 0, 1024)}
+	c := &streamClient{n: n, ws: ws, done: make(chan struct{}), nextSeq: 1, held: map[int32]int64{}, buf: make([]byte, 0, 1024)}
 	go c.read(l)
 	return c, nil
 }
@@ -160,7 +166,20 @@ func (c *streamClient) subscribe(markets []int32, ids []string) error {
 	for i, m := range markets {
 		names[i] = ids[m]
 	}
-	c.subs = append(c.subs, markets...)
+	c.subs, c.last = append(c.subs, markets...), markets
+	return c.send(names)
+}
+
+// resubscribe sends the last subscribe again.
+func (c *streamClient) resubscribe(ids []string) error {
+	names := make([]string, len(c.last))
+	for i, m := range c.last {
+		names[i] = ids[m]
+	}
+	return c.send(names)
+}
+
+func (c *streamClient) send(names []string) error {
 	if err := c.ws.SetWriteDeadline(time.Now().Add(10 * time.Second)); err != nil {
 		return err
 	}
@@ -253,8 +272,8 @@ func (c *streamClient) handle(l *streamLoad, b []byte, at int64) {
 		}
 		for _, id := range w.MarketIDs {
 			if mi, ok := l.index[id]; ok {
-				if _, had := c.last[mi]; !had {
-					c.last[mi] = 0
+				if _, had := c.held[mi]; !had {
+					c.held[mi] = 0
 				}
 			}
 		}
@@ -264,6 +283,11 @@ func (c *streamClient) handle(l *streamLoad, b []byte, at int64) {
 		}
 		l.acks.Add(1)
 	case kindError:
+		if w, err := decodeStream(b); err == nil && w.Code == "unavailable" && l.retry != nil {
+			l.refused.Add(1)
+			l.retry <- c
+			return
+		}
 		c.faults.Errors++
 		c.fault(fmt.Sprintf("stream %d: error message: %.200s", c.n, b))
 	}
@@ -274,14 +298,14 @@ func (c *streamClient) handle(l *streamLoad, b []byte, at int64) {
 // must only move forward and are measured when a phase is current.
 func (c *streamClient) price(l *streamLoad, m streamMsg, at int64) {
 	mi, known := l.index[string(m.Market)]
-	last, subscribed := c.last[mi]
+	last, subscribed := c.held[mi]
 	switch {
 	case !known || !subscribed:
 		c.faults.Unsubscribed++
 		c.fault(fmt.Sprintf("stream %d: price of %s, not acknowledged", c.n, m.Market))
 		return
 	case last == 0:
-		c.last[mi] = m.Version
+		c.held[mi] = m.Version
 		l.snapshots.Add(1)
 		return
 	case m.Version < last:
@@ -292,7 +316,7 @@ func (c *streamClient) price(l *streamLoad, m streamMsg, at int64) {
 		c.repeats++
 		return
 	}
-	c.last[mi] = m.Version
+	c.held[mi] = m.Version
 	l.live.Add(1)
 	n, planned := l.sched.update(mi, m.Version)
 	pub, published := l.sched.pubTime(mi, m.Version)
@@ -313,7 +337,7 @@ func (c *streamClient) price(l *streamLoad, m streamMsg, at int64) {
 // time. Call it after the reader has stopped.
 func (c *streamClient) behind(s *updateSchedule, ids []string) (n int64, first string) {
 	for _, m := range c.subs {
-		if v, want := c.last[m], s.latest(m); v < want {
+		if v, want := c.held[m], s.latest(m); v < want {
 			if n == 0 {
 				first = fmt.Sprintf("stream %d: %s held at version %d, the newest published is %d", c.n, ids[m], v, want)
 			}

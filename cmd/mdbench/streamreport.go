@@ -52,8 +52,8 @@ type StreamPhaseResult struct {
 	Subscriptions int     `json:"subscriptions"`
 	Seconds       float64 `json:"seconds"`
 	PublishRate   float64 `json:"publish_rate_per_s"`
-	// Expected is the deliveries a second the publish rate makes:
-	// rate × subscriptions / hot markets.
+	// Expected is the deliveries a second the updates published during the
+	// phase make to the subscriptions (streamEnv.fanoutOf).
 	Expected       float64 `json:"expected_deliveries_per_s"`
 	Deliveries     int64   `json:"deliveries"`
 	DeliveriesPerS float64 `json:"deliveries_per_s"`
@@ -62,6 +62,10 @@ type StreamPhaseResult struct {
 	Conflated int64        `json:"conflated_versions"`
 	E2E       LatencyStats `json:"end_to_end"`
 	Fanout    FanoutStats  `json:"fanout"`
+	// NodeFanout is the node's own marketdata_stream_fanout_seconds over
+	// the phase (notice arrival → message written, bucketed): a check on
+	// Fanout, which the load tool measures from outside.
+	NodeFanout HistSummary `json:"node_fanout_metric"`
 	// NodeCPUSeconds is the API node's CPU time over the phase; CPUPerDelivUS
 	// that over Deliveries.
 	NodeCPUSeconds float64  `json:"node_cpu_seconds"`
@@ -138,6 +142,9 @@ type StreamResult struct {
 	MaxRate float64      `json:"max_deliveries_per_s_p99_250ms"`
 	Reads   StreamReads  `json:"reads"`
 	Faults  StreamFaults `json:"faults"`
+	// Refused counts subscribes the node answered "unavailable" (it could
+	// not read their prices within its read timeout); each was sent again.
+	Refused int64 `json:"subscribes_refused_unavailable"`
 	// SettleSeconds is how long the clients took to go quiet once ingest
 	// had applied the last update.
 	SettleSeconds float64     `json:"settle_seconds"`
@@ -220,18 +227,18 @@ func (r *StreamResult) Print() {
 
 	fmt.Printf("\nramp at %.0f updates/s (anchor: %s)\n", p.Rate, a.Ramp)
 	tw = newTable()
-	tw.rowf("%s\n", "step\tsubs/conn\tsubscribers/market\tdeliveries/s (expected)\te2e p50/p99 ms\tfan-out p50/p99 ms\tconflated\tnode µs/delivery\tcores api/ingest/gen\tnode RSS MB\tp99 ≤ 250 ms")
+	tw.rowf("%s\n", "step\tsubs/conn\tsubscribers/market\tdeliveries/s (expected)\te2e p50/p99 ms\tfan-out p50/p99 ms\tnode's fan-out metric p50/p99 ms\tconflated\tnode µs/delivery\tcores api/ingest/gen\tnode RSS MB\tp99 ≤ 250 ms")
 	for _, st := range append([]StreamPhaseResult{s}, r.Ramp...) {
 		c := st.CPU.Cores
-		tw.rowf("%s\t%d\t%.0f\t%.0f (%.0f)\t%.2f / %.2f\t%.2f / %.2f\t%d\t%.2f\t%.2f/%.2f/%.2f\t%.0f\t%s\n",
+		tw.rowf("%s\t%d\t%.0f\t%.0f (%.0f)\t%.2f / %.2f\t%.2f / %.2f\t%.2f / %.2f\t%d\t%.2f\t%.2f/%.2f/%.2f\t%.0f\t%s\n",
 			st.Name, st.SubsPerConn, float64(st.Subscriptions)/float64(p.Hot), st.DeliveriesPerS, st.Expected,
-			st.E2E.P50MS, st.E2E.P99MS, st.Fanout.P50MS, st.Fanout.P99MS, st.Conflated, st.CPUPerDelivUS,
+			st.E2E.P50MS, st.E2E.P99MS, st.Fanout.P50MS, st.Fanout.P99MS, st.NodeFanout.P50MS, st.NodeFanout.P99MS, st.Conflated, st.CPUPerDelivUS,
 			c["api"], c["ingest"], c["mdbench"], st.NodeRSSMB, yesNo(st.E2E.Count > 0 && st.E2E.P99MS <= goalRampP99MS))
 	}
 	tw.print()
 
-	fmt.Printf("\nidle: %d connections opened in %.1f s, %d subscriptions acknowledged and snapshotted in %.1f s; node VmRSS %.1f → %.1f MB (%.0f B a connection; Go heap in use %.0f B and %.2f goroutines a connection)\n",
-		mem.Conns, mem.ConnectSeconds, mem.Subscriptions, mem.SubscribeSeconds, mem.Before.RSSMB, mem.With.RSSMB,
+	fmt.Printf("\nidle: %d connections opened in %.1f s, %d subscriptions acknowledged and snapshotted in %.1f s (%d subscribes over the run refused \"unavailable\" and sent again); node VmRSS %.1f → %.1f MB (%.0f B a connection; Go heap in use %.0f B and %.2f goroutines a connection)\n",
+		mem.Conns, mem.ConnectSeconds, mem.Subscriptions, mem.SubscribeSeconds, r.Refused, mem.Before.RSSMB, mem.With.RSSMB,
 		mem.PerConnBytes, mem.HeapPerConnBytes, mem.GoroutinesPerConn)
 	rd := r.Reads
 	fmt.Printf("reads: %s, %d connections: %.0f rps before the streams, %.0f after, %.0f with them (p99 %.2f / %.2f / %.2f ms); node cores without %.2f, with %.2f; per node core %.2f×\n",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,11 +33,15 @@ type streamEnv struct {
 	target       Target
 	stopNotices  func()
 	log          *slog.Logger
+	// out receives diagnostics: the node's goroutines when subscribing
+	// stalls, its CPU profile of the steady phase with -profile.
+	out     string
+	profile bool
 }
 
 func newStreamEnv(ctx context.Context, o *Options, sb *Sandbox, w *readsWorld, ing *Child, node *APINode,
 	p StreamParams, secrets []string, began time.Time) (*streamEnv, error) {
-	e := &streamEnv{p: p, sb: sb, ing: ing, node: node, secrets: secrets,
+	e := &streamEnv{p: p, sb: sb, ing: ing, node: node, secrets: secrets, out: o.Out, profile: o.Profile,
 		children: map[int]string{node.Pid(): "api", ing.Pid(): "ingest"}}
 	index := make(map[string]int32, len(w.Markets))
 	for i, m := range w.Markets {
@@ -52,7 +57,7 @@ func newStreamEnv(ctx context.Context, o *Options, sb *Sandbox, w *readsWorld, i
 	r := newRand(p.Seed + 2)
 	sched := newSchedule(began, len(w.Markets), planned, func() int32 { return int32(r.IntN(len(w.Markets))) })
 	clock := newNoticeClock(sched, index)
-	e.load = &streamLoad{sched: sched, clock: clock, index: index}
+	e.load = &streamLoad{sched: sched, clock: clock, index: index, retry: make(chan *streamClient, p.Conns)}
 	pub, err := NewPublisher(sb.NC, pollPublishWindow)
 	if err != nil {
 		return nil, err
@@ -126,7 +131,16 @@ func (e *streamEnv) run(ctx context.Context, res *StreamResult, log *slog.Logger
 		"connect_s", res.Memory.ConnectSeconds, "subscribe_s", res.Memory.SubscribeSeconds)
 
 	e.pub.start(ctx)
-	if res.Steady, err = e.measure(ctx, "steady", p.Warmup, sleepFor(p.Steady)); err != nil {
+	steady := sleepFor(p.Steady)
+	if e.profile {
+		steady = func(ctx context.Context) error {
+			file := filepath.Join(e.out, "stream-api-steady.cpu.pprof")
+			err := fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", e.node.Admin, int(p.Steady.Seconds())), file)
+			log.Info("stream: node CPU profile of the steady phase", "file", file, "err", err)
+			return nil
+		}
+	}
+	if res.Steady, err = e.measure(ctx, "steady", p.Warmup, steady); err != nil {
 		return fmt.Errorf("steady: %w", err)
 	}
 	var with CPUUsage
@@ -191,6 +205,7 @@ func (e *streamEnv) run(ctx context.Context, res *StreamResult, log *slog.Logger
 	}
 	k := e.load.clock
 	res.Notices, res.NoticeUnknown, res.NoticeBad = k.notices.Load(), k.unknown.Load(), k.undecodable.Load()
+	res.Refused = e.load.refused.Load()
 	return nil
 }
 
@@ -336,7 +351,18 @@ func (e *streamEnv) subscribeTo(ctx context.Context, s int) error {
 	e.subs, e.rounds = s, e.rounds+1
 	acks, snaps := int64(e.rounds*len(e.clients)), int64(s*len(e.clients))
 	deadline := time.Now().Add(streamSubscribeTimeout)
+	report := time.Now().Add(5 * time.Second)
 	for e.load.acks.Load() < acks || e.load.snapshots.Load() < snaps {
+		if err := e.retryRefused(); err != nil {
+			return err
+		}
+		if time.Now().After(report) {
+			report = time.Now().Add(5 * time.Second)
+			m, _ := e.node.Metrics(ctx) // progress only
+			e.log.Info("stream: subscribing", "acks", e.load.acks.Load(), "of", acks, "snapshots", e.load.snapshots.Load(), "of", snaps,
+				"node_open", m["marketdata_streams_open"], "node_acks_sent", m[`marketdata_stream_messages_total{type="subscribed"}`],
+				"node_prices_sent", m[`marketdata_stream_messages_total{type="price"}`], "refused_unavailable", e.load.refused.Load())
+		}
 		if err := e.alive(); err != nil {
 			return err
 		}
@@ -344,14 +370,33 @@ func (e *streamEnv) subscribeTo(ctx context.Context, s int) error {
 			return fmt.Errorf("%d connections ended while subscribing, first: %s", n, e.load.whyEnded())
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("subscribing to %d markets a connection: %d of %d acks and %d of %d snapshots after %s",
-				s, e.load.acks.Load(), acks, e.load.snapshots.Load(), snaps, streamSubscribeTimeout)
+			dump := filepath.Join(e.out, "stream-api.goroutines.txt")
+			if err := fetchTo(ctx, "http://"+e.node.Admin+"/debug/pprof/goroutine?debug=1", dump); err != nil {
+				dump = "not taken: " + err.Error()
+			}
+			return fmt.Errorf("subscribing to %d markets a connection: %d of %d acks and %d of %d snapshots after %s (node goroutines: %s)",
+				s, e.load.acks.Load(), acks, e.load.snapshots.Load(), snaps, streamSubscribeTimeout, dump)
 		}
 		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// retryRefused sends again the subscribes the node refused as unavailable
+// (as a client must); a connection is only ever waiting for one.
+func (e *streamEnv) retryRefused() error {
+	for {
+		select {
+		case c := <-e.load.retry:
+			if err := c.resubscribe(e.ids); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
 }
 
 // measure waits warmup, then makes a phase current while body runs, and
@@ -362,15 +407,24 @@ func (e *streamEnv) measure(ctx context.Context, name string, warmup time.Durati
 		return r, err
 	}
 	ph := &streamPhase{}
+	before, err := e.node.Metrics(ctx)
+	if err != nil {
+		return r, err
+	}
 	cpu, sent, t := SampleCPUNamed(e.children), e.pub.pub.sent.Load(), time.Now()
 	e.load.phase.Store(ph)
-	err := body(ctx)
+	err = body(ctx)
 	e.load.phase.Store(nil)
 	el := time.Since(t).Seconds()
 	cpuEnd := SampleCPUNamed(e.children)
 	if err != nil {
 		return r, err
 	}
+	after, err := e.node.Metrics(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.NodeFanout = after.Sub(before).SecondsHistogram("marketdata_stream_fanout_seconds")
 	// Notices that had not reached the load tool when their delivery did
 	// have had time since.
 	if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
@@ -379,7 +433,7 @@ func (e *streamEnv) measure(ctx context.Context, name string, warmup time.Durati
 	r.E2E, r.Fanout = ph.settle(e.load.clock)
 	r.Seconds = round2(el)
 	r.PublishRate = round2(float64(e.pub.pub.sent.Load()-sent) / el)
-	r.Expected = round2(r.PublishRate * float64(r.Subscriptions) / float64(len(e.ids)))
+	r.Expected = round2(float64(e.fanoutOf(int(sent), int(e.pub.pub.sent.Load()))) / el)
 	r.Deliveries, r.Conflated = ph.deliveries.Load(), ph.conflated.Load()
 	r.DeliveriesPerS = round2(float64(r.Deliveries) / el)
 	r.CPU = cpuEnd.UsageSince(cpu)
@@ -401,6 +455,24 @@ func (e *streamEnv) measure(ctx context.Context, name string, warmup time.Durati
 		"fanout_p99_ms", r.Fanout.P99MS, "cpu_us_per_delivery", r.CPUPerDelivUS, "conflated", r.Conflated,
 		"cores", r.CPU.Cores, "ended", e.load.ended.Load())
 	return r, nil
+}
+
+// fanoutOf is the deliveries updates [from, to) of the schedule make to the
+// connections' current subscriptions: what a phase that saw them published
+// should deliver (less what ingest folds: a batch holding two versions of a
+// market applies the newest only).
+func (e *streamEnv) fanoutOf(from, to int) int64 {
+	subscribers := make([]int64, len(e.ids))
+	for _, l := range e.lists {
+		for _, m := range l[:e.subs] {
+			subscribers[m]++
+		}
+	}
+	var n int64
+	for _, m := range e.load.sched.Market[from:min(to, len(e.load.sched.Market))] {
+		n += subscribers[m]
+	}
+	return n
 }
 
 // settle waits, once ingest has applied the last update, until deliveries
