@@ -10,8 +10,9 @@
 // process, prints a table on stdout and writes <out>/<name>.json. It exits 0
 // when every benchmark ran, whether or not its speed goals were met, and
 // non-zero when one could not run (setup error, timeout, lost updates) or
-// found a broken promise (poll: a version regression or a failed poll; its
-// JSON is written all the same).
+// found a broken promise (poll: a version regression or a failed poll;
+// stream: a lost update, a version going backwards, a seq gap; its JSON is
+// written all the same).
 package main
 
 import (
@@ -44,7 +45,8 @@ type Options struct {
 	RedisURL, NATSURL string
 	// Machine describes where the run happens; every result carries it.
 	Machine Machine
-	// Profile asks the reads benchmark for a CPU profile of every route.
+	// Profile asks the reads benchmark for a CPU profile of every route,
+	// the stream benchmark for one of the node in its steady phase.
 	Profile bool
 }
 
@@ -70,6 +72,8 @@ var benches = []Bench{
 		Timeout: 5 * time.Minute, Run: runIdleBench},
 	{Name: "poll", Help: "1,000 pollers' own snapshot watchlists (Zipf) with If-None-Match over two API nodes while 5,000 prices/s flow through NATS: rate vs bare, p99, 304s, staleness, version regressions",
 		Timeout: 6 * time.Minute, Run: runPollBench},
+	{Name: "stream", Help: "one API node, 5,000 WebSocket streams × 20 of 2,000 hot markets while 1,000 prices/s flow through NATS: fan-out and end-to-end latency, CPU per delivery, memory per idle connection, lost updates, a subscriber ramp, snapshot reads with and without the streams",
+		Timeout: 8 * time.Minute, Run: runStreamBench},
 }
 
 // Failer is a result that ran but found a fault that must fail the run
@@ -106,9 +110,10 @@ func run() int {
 	fs.StringVar(&o.PostgresURL, "pg", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "Postgres maintenance database URL")
 	fs.StringVar(&o.RedisURL, "redis", "redis://127.0.0.1:6379/0", "Redis URL")
 	fs.StringVar(&o.NATSURL, "nats", "nats://127.0.0.1:4222", "NATS URL")
-	fs.BoolVar(&o.Profile, "profile", false, "reads: take a CPU profile of the API on every route, not only on those that missed a goal")
+	fs.BoolVar(&o.Profile, "profile", false, "reads: take a CPU profile of the API on every route, not only on those that missed a goal; stream: of the node in the steady phase")
 	ingestFlags(fs, &ingestParams)
 	pollFlags(fs, &pollParams)
+	streamFlags(fs, &streamParams)
 	var bareAddr, bareBody, bareBodies string
 	fs.StringVar(&bareAddr, "serve-bare", "", "internal: serve the bare baseline on this address")
 	fs.StringVar(&bareBody, "bare-body", "", "internal: the body the bare baseline returns")

@@ -1,0 +1,281 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Goals of issue 10 for streams.
+const (
+	goalFanoutP50MS     = 5.0
+	goalFanoutP99MS     = 10.0
+	goalStreamE2EP99MS  = 50.0
+	goalCPUPerDelivUS   = 14.0
+	goalIdleConnBytes   = 20_000 // 20 KB
+	goalRampP99MS       = 250.0
+	goalRampRate        = 200_000.0
+	goalStreamReadRatio = 0.90
+)
+
+// StreamAnchor is the issue's reference, measured on the same 2-core machine:
+// the engine under Centrifugo (centrifugal/centrifuge with its in-memory
+// broker) in the same shape, load tool on the same cores. Its latency is
+// publish → client with no database on the path, the work our fan-out
+// figure measures.
+var streamAnchor = StreamAnchor{
+	What:             "centrifugal/centrifuge, in-memory broker: 5,000 connections × 20 of 2,000 channels, 1,000 publications/s",
+	P50MS:            "4.3–4.7",
+	P99MS:            "7.9–9.3",
+	CPUPerDeliveryUS: 14.2,
+	MemPerConnKiB:    40.6,
+	MaxRate:          200_000,
+	Ramp:             "3,000 pub/s: p99 108–121 ms; 5,000 pub/s: p99 207–358 ms",
+}
+
+// StreamAnchor is the reference figures shown beside ours.
+type StreamAnchor struct {
+	What             string  `json:"what"`
+	P50MS            string  `json:"publish_to_client_p50_ms"`
+	P99MS            string  `json:"publish_to_client_p99_ms"`
+	CPUPerDeliveryUS float64 `json:"cpu_per_delivery_us"`
+	MemPerConnKiB    float64 `json:"memory_per_connection_kib"`
+	MaxRate          float64 `json:"max_deliveries_per_s_p99_250ms"`
+	Ramp             string  `json:"ramp"`
+}
+
+// StreamPhaseResult is one measured stretch of live deliveries.
+type StreamPhaseResult struct {
+	Name          string  `json:"name"`
+	SubsPerConn   int     `json:"subscriptions_per_connection"`
+	Subscriptions int     `json:"subscriptions"`
+	Seconds       float64 `json:"seconds"`
+	PublishRate   float64 `json:"publish_rate_per_s"`
+	// Expected is the deliveries a second the updates published during the
+	// phase make to the subscriptions (streamEnv.fanoutOf).
+	Expected       float64 `json:"expected_deliveries_per_s"`
+	Deliveries     int64   `json:"deliveries"`
+	DeliveriesPerS float64 `json:"deliveries_per_s"`
+	// Conflated are versions replaced by a newer one before the client
+	// read them.
+	Conflated int64        `json:"conflated_versions"`
+	E2E       LatencyStats `json:"end_to_end"`
+	Fanout    FanoutStats  `json:"fanout"`
+	// NodeFanout is the node's own marketdata_stream_fanout_seconds over
+	// the phase (notice arrival → message written, bucketed): a check on
+	// Fanout, which the load tool measures from outside.
+	NodeFanout HistSummary `json:"node_fanout_metric"`
+	// NodeCPUSeconds is the API node's CPU time over the phase; CPUPerDelivUS
+	// that over Deliveries.
+	NodeCPUSeconds float64  `json:"node_cpu_seconds"`
+	CPUPerDelivUS  float64  `json:"node_cpu_per_delivery_us"`
+	CPU            CPUUsage `json:"cpu"`
+	NodeRSSMB      float64  `json:"node_rss_mb_end"`
+	IngestBacklog  uint64   `json:"ingest_backlog_at_end"`
+}
+
+// StreamMemory is the idle-connection measurement: the node before the
+// connections and with all of them open and subscribed, no update flowing.
+type StreamMemory struct {
+	Conns          int     `json:"connections"`
+	Subscriptions  int     `json:"subscriptions"`
+	ConnectSeconds float64 `json:"connect_seconds"`
+	// SubscribeSeconds runs from the first subscribe command to the last
+	// snapshot price received.
+	SubscribeSeconds float64 `json:"subscribe_seconds"`
+	Before           ProcMem `json:"before"`
+	With             ProcMem `json:"with_connections"`
+	PerConnBytes     float64 `json:"rss_per_connection_bytes"`
+	// HeapPerConnBytes and GoroutinesPerConn are the node's Go heap in use
+	// and goroutines, the same difference over the connections.
+	HeapPerConnBytes  float64 `json:"heap_inuse_per_connection_bytes"`
+	GoroutinesPerConn float64 `json:"goroutines_per_connection"`
+}
+
+// StreamReads is the snapshot route's rate without streams (before they
+// open and after they close) and with them open and flowing.
+type StreamReads struct {
+	Route   string     `json:"route"`
+	Before  LoadResult `json:"without_before"`
+	After   LoadResult `json:"without_after"`
+	With    LoadResult `json:"with_streams"`
+	Ratio   float64    `json:"ratio"`
+	CPUWith CPUUsage   `json:"cpu_with"`
+	// CPUWithout is the mean of the two runs without.
+	CPUWithout CPUUsage `json:"cpu_without_before"`
+	// PerCoreRatio compares requests per second of node CPU: below 1 when
+	// streams make each read dearer, not only take cores from reads.
+	PerCoreRatio float64 `json:"per_node_core_ratio"`
+	// During are the streams' figures during the run with them.
+	During StreamPhaseResult `json:"streams_during"`
+}
+
+// StreamFaults are the broken promises of the whole run.
+type StreamFaults struct {
+	clientFaults
+	// Lost counts (connection, market) pairs not at the market's newest
+	// published version after the settle.
+	Lost int64 `json:"lost"`
+	// Repeats counts prices of a version the client already had (a
+	// subscribe racing an update): allowed, shown.
+	Repeats int64 `json:"repeated_versions"`
+	// First are the first faults' descriptions.
+	First []string `json:"first,omitempty"`
+}
+
+func (f StreamFaults) total() int64 {
+	return f.Lost + f.SeqGaps + f.Backwards + f.Unsubscribed + f.Missing + f.Unknown + f.Errors + f.Unreadable + f.Disconnected
+}
+
+// StreamResult is bench-results/stream.json.
+type StreamResult struct {
+	Bench   string              `json:"bench"`
+	Machine Machine             `json:"machine"`
+	Params  StreamParams        `json:"params"`
+	Load    ReadsLoad           `json:"load"`
+	Memory  StreamMemory        `json:"idle_memory"`
+	Steady  StreamPhaseResult   `json:"steady"`
+	Ramp    []StreamPhaseResult `json:"ramp"`
+	// MaxRate is the highest deliveries/s of a ramp step (the steady phase
+	// included) with end-to-end p99 within goalRampP99MS.
+	MaxRate float64      `json:"max_deliveries_per_s_p99_250ms"`
+	Reads   StreamReads  `json:"reads"`
+	Faults  StreamFaults `json:"faults"`
+	// Refused counts subscribes the node answered "unavailable" (it could
+	// not read their prices within its read timeout); each was sent again.
+	Refused int64 `json:"subscribes_refused_unavailable"`
+	// SettleSeconds is how long the clients took to go quiet once ingest
+	// had applied the last update.
+	SettleSeconds float64     `json:"settle_seconds"`
+	Publish       PollPublish `json:"publish"`
+	Ingest        IngestSide  `json:"ingest"`
+	// Notices counts the change notices the load tool received; ones naming
+	// unknown markets or that it could not decode are shown too.
+	Notices       int64                     `json:"notices"`
+	NoticeUnknown int64                     `json:"notice_unknown_markets"`
+	NoticeBad     int64                     `json:"notices_undecodable"`
+	Anchor        StreamAnchor              `json:"anchor"`
+	Goals         []GoalCheck               `json:"goals"`
+	AllMet        bool                      `json:"all_met"`
+	ChildLogs     map[string]string         `json:"child_logs"`
+	ChildWarnings map[string]map[string]int `json:"child_warnings"`
+	Seconds       float64                   `json:"seconds"`
+}
+
+// Failure makes mdbench exit non-zero after writing stream.json: a lost
+// update, a version going backwards, a seq gap, or any other broken promise
+// of the contract's streams; a missed speed goal is not one.
+func (r *StreamResult) Failure() error {
+	f := r.Faults
+	if f.total() == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d lost updates, %d versions backwards, %d seq gaps, %d other faults (goal 0 each): %s",
+		f.Lost, f.Backwards, f.SeqGaps, f.total()-f.Lost-f.Backwards-f.SeqGaps, strings.Join(f.First, "; "))
+}
+
+// summarise finds the highest rate of the ramp and checks the goals.
+func (r *StreamResult) summarise() {
+	for _, s := range append([]StreamPhaseResult{r.Steady}, r.Ramp...) {
+		if s.E2E.Count > 0 && s.E2E.P99MS <= goalRampP99MS {
+			r.MaxRate = max(r.MaxRate, s.DeliveriesPerS)
+		}
+	}
+	s, f := r.Steady, r.Faults
+	r.Goals = []GoalCheck{
+		{fmt.Sprintf("fan-out p50 ≤ %.0f ms", goalFanoutP50MS), s.Fanout.P50MS, s.Fanout.Count > 0 && s.Fanout.P50MS <= goalFanoutP50MS},
+		{fmt.Sprintf("fan-out p99 ≤ %.0f ms", goalFanoutP99MS), s.Fanout.P99MS, s.Fanout.Count > 0 && s.Fanout.P99MS <= goalFanoutP99MS},
+		{fmt.Sprintf("end to end p99 ≤ %.0f ms", goalStreamE2EP99MS), s.E2E.P99MS, s.E2E.Count > 0 && s.E2E.P99MS <= goalStreamE2EP99MS},
+		{fmt.Sprintf("node CPU per delivery ≤ %.0f µs", goalCPUPerDelivUS), s.CPUPerDelivUS, s.Deliveries > 0 && s.CPUPerDelivUS <= goalCPUPerDelivUS},
+		{"node memory per idle connection ≤ 20 KB (bytes)", r.Memory.PerConnBytes, r.Memory.PerConnBytes <= goalIdleConnBytes},
+		{"lost updates = 0", float64(f.Lost), f.Lost == 0},
+		{"versions backwards = 0", float64(f.Backwards), f.Backwards == 0},
+		{"seq gaps = 0", float64(f.SeqGaps), f.SeqGaps == 0},
+		{fmt.Sprintf("deliveries/s with e2e p99 ≤ %.0f ms ≥ %.0f", goalRampP99MS, goalRampRate), r.MaxRate, r.MaxRate >= goalRampRate},
+		{fmt.Sprintf("snapshot reads with streams ≥ %.2f× without", goalStreamReadRatio), r.Reads.Ratio, r.Reads.Ratio >= goalStreamReadRatio},
+	}
+	r.AllMet = f.total() == 0
+	for _, g := range r.Goals {
+		r.AllMet = r.AllMet && g.Met
+	}
+}
+
+// Print writes the figures beside the anchor's, the ramp and the rest.
+func (r *StreamResult) Print() {
+	m, p, s, a, mem := r.Machine, r.Params, r.Steady, r.Anchor, r.Memory
+	fmt.Printf("\nstream benchmark — %d cores, %s, %s, bin %q, load at start %s\n",
+		m.NumCPU, m.GoVersion, m.Date.Format("2006-01-02 15:04 MST"), m.BinVersion, m.LoadAvg)
+	fmt.Printf("one API node; %d WebSocket connections (keys of %d accounts, %d each) × %d markets drawn from a hot set of %d; %.0f price updates/s through NATS → ingest; load tool on the same cores\n",
+		p.Conns, p.Accounts, p.PerAccount, p.Subs, p.Hot, p.Rate)
+	fmt.Printf("anchor: %s\n", a.What)
+	tw := newTable()
+	tw.rowf("%s\n", "figure\tours\tgoal\tanchor\t")
+	tw.rowf("fan-out p50 / p99 (notice at the load tool → client)\t%.2f / %.2f ms\t≤ %.0f / ≤ %.0f ms\t%s / %s ms (publish → client)\t%s\n",
+		s.Fanout.P50MS, s.Fanout.P99MS, goalFanoutP50MS, goalFanoutP99MS, a.P50MS, a.P99MS, met(r.Goals[0].Met && r.Goals[1].Met))
+	tw.rowf("end to end p50 / p99 (NATS publish → client, ingest's commit included)\t%.2f / %.2f ms\tp99 ≤ %.0f ms\t%s / %s ms (no database)\t%s\n",
+		s.E2E.P50MS, s.E2E.P99MS, goalStreamE2EP99MS, a.P50MS, a.P99MS, met(r.Goals[2].Met))
+	tw.rowf("node CPU per delivery\t%.2f µs\t≤ %.0f µs\t%.1f µs\t%s\n", s.CPUPerDelivUS, goalCPUPerDelivUS, a.CPUPerDeliveryUS, met(r.Goals[3].Met))
+	tw.rowf("node memory per idle connection (RSS)\t%.1f KiB\t≤ 20 KB (19.5 KiB)\t%.1f KiB\t%s\n",
+		mem.PerConnBytes/1024, a.MemPerConnKiB, met(r.Goals[4].Met))
+	tw.rowf("lost / versions backwards / seq gaps\t%d / %d / %d\t0 / 0 / 0\t0 lost\t%s\n",
+		r.Faults.Lost, r.Faults.Backwards, r.Faults.SeqGaps, met(r.Goals[5].Met && r.Goals[6].Met && r.Goals[7].Met))
+	tw.rowf("highest deliveries/s with e2e p99 ≤ %.0f ms\t%.0f\t≥ %.0f\t≈ %.0f\t%s\n", goalRampP99MS, r.MaxRate, goalRampRate, a.MaxRate, met(r.Goals[8].Met))
+	tw.rowf("snapshot requests/s with streams / without\t%.0f / %.0f = %.2f\t≥ %.2f\t—\t%s\n",
+		r.Reads.With.RPS, (r.Reads.Before.RPS+r.Reads.After.RPS)/2, r.Reads.Ratio, goalStreamReadRatio, met(r.Goals[9].Met))
+	tw.print()
+
+	fmt.Printf("\nramp at %.0f updates/s (anchor: %s)\n", p.Rate, a.Ramp)
+	tw = newTable()
+	tw.rowf("%s\n", "step\tsubs/conn\tsubscribers/market\tdeliveries/s (expected)\te2e p50/p99 ms\tfan-out p50/p99 ms\tnode's fan-out metric p50/p99 ms\tconflated\tnode µs/delivery\tcores api/ingest/gen\tnode RSS MB\tp99 ≤ 250 ms")
+	for _, st := range append([]StreamPhaseResult{s}, r.Ramp...) {
+		c := st.CPU.Cores
+		tw.rowf("%s\t%d\t%.0f\t%.0f (%.0f)\t%.2f / %.2f\t%.2f / %.2f\t%.2f / %.2f\t%d\t%.2f\t%.2f/%.2f/%.2f\t%.0f\t%s\n",
+			st.Name, st.SubsPerConn, float64(st.Subscriptions)/float64(p.Hot), st.DeliveriesPerS, st.Expected,
+			st.E2E.P50MS, st.E2E.P99MS, st.Fanout.P50MS, st.Fanout.P99MS, st.NodeFanout.P50MS, st.NodeFanout.P99MS, st.Conflated, st.CPUPerDelivUS,
+			c["api"], c["ingest"], c["mdbench"], st.NodeRSSMB, yesNo(st.E2E.Count > 0 && st.E2E.P99MS <= goalRampP99MS))
+	}
+	tw.print()
+
+	fmt.Printf("\nidle: %d connections opened in %.1f s, %d subscriptions acknowledged and snapshotted in %.1f s (%d subscribes over the run refused \"unavailable\" and sent again); node VmRSS %.1f → %.1f MB (%.0f B a connection; Go heap in use %.0f B and %.2f goroutines a connection)\n",
+		mem.Conns, mem.ConnectSeconds, mem.Subscriptions, mem.SubscribeSeconds, r.Refused, mem.Before.RSSMB, mem.With.RSSMB,
+		mem.PerConnBytes, mem.HeapPerConnBytes, mem.GoroutinesPerConn)
+	rd := r.Reads
+	fmt.Printf("reads: %s, %d connections: %.0f rps before the streams, %.0f after, %.0f with them (p99 %.2f / %.2f / %.2f ms); node cores without %.2f, with %.2f; per node core %.2f×\n",
+		rd.Route[:min(len(rd.Route), 60)]+"…", rd.With.Conns, rd.Before.RPS, rd.After.RPS, rd.With.RPS, rd.Before.P99MS, rd.After.P99MS, rd.With.P99MS,
+		rd.CPUWithout.Cores["api"], rd.CPUWith.Cores["api"], rd.PerCoreRatio)
+	fmt.Printf("streams during the reads: %.0f deliveries/s, e2e p99 %.2f ms, fan-out p99 %.2f ms\n",
+		rd.During.DeliveriesPerS, rd.During.E2E.P99MS, rd.During.Fanout.P99MS)
+	f := r.Faults
+	fmt.Printf("faults: lost %d, backwards %d, seq gaps %d, prices not subscribed %d, missing in acks %d, never-published versions %d, error messages %d, unreadable %d, disconnected %d; repeated versions %d (allowed); settled in %.1f s\n",
+		f.Lost, f.Backwards, f.SeqGaps, f.Unsubscribed, f.Missing, f.Unknown, f.Errors, f.Unreadable, f.Disconnected, f.Repeats, r.SettleSeconds)
+	for _, msg := range f.First {
+		fmt.Printf("fault: %s\n", msg)
+	}
+	fmt.Printf("fan-out (steady): %d deliveries before the load tool had their notice (0 ms), %d with no notice after their publish; notices %d (%d unknown markets, %d undecodable)\n",
+		s.Fanout.BeforeNotice, s.Fanout.NoNotice, r.Notices, r.NoticeUnknown, r.NoticeBad)
+	pb, ig := r.Publish, r.Ingest
+	fmt.Printf("publisher: %d updates in %.1f s of publishing (%.0f/s, target %.0f/s); ingest: %.0f applied, %.0f ignored, %.0f failures, freshness p50 %.1f / p99 %.1f ms\n",
+		pb.Sent, pb.Seconds, pb.Rate, pb.Target, ig.Applied, ig.Ignored, ig.Failures, ig.Freshness.P50MS, ig.Freshness.P99MS)
+	for _, name := range slices.Sorted(maps.Keys(r.ChildWarnings)) {
+		w := r.ChildWarnings[name]
+		for _, msg := range slices.Sorted(maps.Keys(w)) {
+			fmt.Printf("%s log: %d × %s\n", name, w[msg], msg)
+		}
+	}
+	for _, g := range r.Goals {
+		fmt.Printf("goal: %-50s %11.2f  %s\n", g.Goal, g.Value, met(g.Met))
+	}
+	verdict := "all goals met"
+	if !r.AllMet {
+		verdict = "GOALS NOT MET (see above)"
+	}
+	fmt.Printf("stream: %s in %.0f s; logs %s\n\n", verdict, r.Seconds, strings.Join(slices.Sorted(maps.Values(r.ChildLogs)), ", "))
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "no"
+}
