@@ -47,11 +47,10 @@ type Conn struct {
 	room     chan struct{}
 	quit     chan struct{}
 	quitOnce sync.Once
-	// order lists markets with a price waiting, oldest first; pending holds
-	// each one's newest version (an entry of order whose market has none
-	// any more is skipped).
-	order   []string
-	pending map[string]pendingPrice
+	// order lists the subscriptions with a price waiting, oldest first
+	// (an entry whose price was taken, or that was unsubscribed, is
+	// skipped); each holds its newest version waiting (sub.body).
+	order []*sub
 	// pingDue asks the writer for a ping.
 	pingDue bool
 	// writing: a writer goroutine runs.
@@ -81,8 +80,20 @@ type Conn struct {
 	deadlineSet int64
 }
 
-// sub is one subscribed market.
+// sub is one subscribed market of one connection. The hub's topic holds
+// it too, so a fan-out reaches it without a lookup; its fields are the
+// connection's (under c.mu).
 type sub struct {
+	c  *Conn
+	id string
+	// removed: unsubscribed (or the connection ended); the hub may still
+	// hold it for a moment.
+	removed bool
+	// pending: body (its newest version) waits for the writer; at is when
+	// its notice arrived (unix ns; 0: a resync or a snapshot).
+	pending bool
+	body    []byte
+	at      int64
 	// gen is the newest revision handed to the writer (sent or waiting):
 	// an older or equal one is never sent after it.
 	gen int64
@@ -107,7 +118,7 @@ type outMsg struct {
 }
 
 func newConn(h *Hub, ws *websocket.Conn, info Info, onEnd func()) *Conn {
-	c := &Conn{hub: h, ws: ws, Info: info, subs: map[string]*sub{}, pending: map[string]pendingPrice{}, onEnd: onEnd,
+	c := &Conn{hub: h, ws: ws, Info: info, subs: map[string]*sub{}, onEnd: onEnd,
 		room: make(chan struct{}, 1), quit: make(chan struct{})}
 	c.nextPing.Store(time.Now().Add(h.cfg.PingEvery).UnixNano())
 	return c
@@ -200,10 +211,10 @@ func (c *Conn) handle(ctx context.Context, data []byte) {
 // the ack. A market not served is in missing and not subscribed.
 func (c *Conn) subscribe(ctx context.Context, ids []string) {
 	c.mu.Lock()
-	var fresh []string
+	var fresh []*sub
 	for _, id := range ids {
 		if c.subs[id] == nil {
-			fresh = append(fresh, id)
+			fresh = append(fresh, &sub{c: c, id: id})
 		}
 	}
 	if n := len(c.subs) + len(fresh); n > MaxMarkets {
@@ -212,23 +223,22 @@ func (c *Conn) subscribe(ctx context.Context, ids []string) {
 			" markets subscribed on this connection: at most "+strconv.Itoa(MaxMarkets)+"; nothing was subscribed")
 		return
 	}
-	for _, id := range fresh {
-		c.subs[id] = &sub{}
+	for _, st := range fresh {
+		c.subs[st.id] = st
 	}
 	c.mu.Unlock()
-	c.hub.subscribe(c, fresh)
+	c.hub.subscribe(fresh)
 
 	rctx, cancel := context.WithTimeout(ctx, c.hub.cfg.ReadTimeout)
-	items, err := c.hub.src.Prices(rctx, ids)
+	items, err := c.hub.current(rctx, ids)
 	cancel()
 	if err != nil {
 		c.mu.Lock()
-		for _, id := range fresh {
-			delete(c.subs, id)
-			delete(c.pending, id)
+		for _, st := range fresh {
+			c.drop(st)
 		}
 		c.mu.Unlock()
-		c.hub.unsubscribe(c, fresh)
+		c.hub.unsubscribe(fresh)
 		c.sendError("unavailable", "prices cannot be read right now; nothing was subscribed: subscribe again")
 		return
 	}
@@ -250,9 +260,12 @@ func (c *Conn) subscribe(ctx context.Context, ids []string) {
 		c.mu.Unlock()
 		return
 	}
+	var gone []*sub
 	for _, id := range missing {
-		delete(c.subs, id)
-		delete(c.pending, id)
+		if st := c.subs[id]; st != nil {
+			c.drop(st)
+			gone = append(gone, st)
+		}
 	}
 	c.pushControl(outMsg{"subscribed", subscribedRest(accepted, missing)})
 	for i, id := range ids {
@@ -265,29 +278,35 @@ func (c *Conn) subscribe(ctx context.Context, ids []string) {
 		// a notice meanwhile (then that one is the current price).
 		if it := items[i]; it.Body != nil && it.Gen >= st.gen {
 			st.gen, st.sum = it.Gen, maphash.Bytes(c.hub.seed, it.Body)
-			c.queuePrice(id, pendingPrice{body: it.Body})
+			c.queuePrice(st, it.Body, 0)
 		}
 	}
 	c.kick()
 	c.mu.Unlock()
 	// Markets subscribed before and missing now are dropped too.
-	c.hub.unsubscribe(c, missing)
+	c.hub.unsubscribe(gone)
+}
+
+// drop ends a subscription on the connection's side; c.mu is held. The
+// caller takes it out of the hub.
+func (c *Conn) drop(st *sub) {
+	st.removed, st.pending, st.body = true, false, nil
+	delete(c.subs, st.id)
 }
 
 // unsubscribe drops ids; nothing more is written for them after the ack.
 func (c *Conn) unsubscribe(ids []string) {
 	c.mu.Lock()
-	var gone []string
+	var gone []*sub
 	for _, id := range ids {
-		if c.subs[id] != nil {
-			delete(c.subs, id)
-			delete(c.pending, id)
-			gone = append(gone, id)
+		if st := c.subs[id]; st != nil {
+			c.drop(st)
+			gone = append(gone, st)
 		}
 	}
 	c.pushControl(outMsg{"unsubscribed", unsubscribedRest(ids)})
 	c.mu.Unlock()
-	c.hub.unsubscribe(c, gone)
+	c.hub.unsubscribe(gone)
 }
 
 func (c *Conn) sendError(code, message string) {
@@ -299,11 +318,11 @@ func (c *Conn) sendError(code, message string) {
 // deliver takes a market's version from the hub: it replaces the one
 // waiting, if any (conflation), and is dropped when the connection has
 // been given this version or a newer one.
-func (c *Conn) deliver(id string, gen int64, body []byte, sum uint64, at int64) {
+func (st *sub) deliver(gen int64, body []byte, sum uint64, at int64) {
+	c := st.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.subs[id]
-	if st == nil || gen <= st.gen || c.closeCode != 0 {
+	if st.removed || gen <= st.gen || c.closeCode != 0 {
 		return
 	}
 	st.gen = gen
@@ -311,20 +330,21 @@ func (c *Conn) deliver(id string, gen int64, body []byte, sum uint64, at int64) 
 		return // the bytes it has, under a newer revision
 	}
 	st.sum = sum
-	c.queuePrice(id, pendingPrice{body: body, at: at})
+	c.queuePrice(st, body, at)
 	if st.acked {
 		c.kick()
 	}
 }
 
-// queuePrice makes p the version of id waiting; c.mu is held.
-func (c *Conn) queuePrice(id string, p pendingPrice) {
-	if _, ok := c.pending[id]; ok {
+// queuePrice makes body the version of st waiting; c.mu is held.
+func (c *Conn) queuePrice(st *sub, body []byte, at int64) {
+	if st.pending {
 		c.hub.m.conflated.Inc()
 	} else {
-		c.order = append(c.order, id)
+		st.pending = true
+		c.order = append(c.order, st)
 	}
-	c.pending[id] = p
+	st.body, st.at = body, at
 }
 
 // kick starts the writer unless it runs; c.mu is held.
@@ -383,7 +403,6 @@ func (c *Conn) closeWith(code int, reason string, wait time.Duration) {
 func (c *Conn) write() {
 	defer c.writerDone.Done()
 	var batch []outMsg
-	var prices []string
 	var bodies []pendingPrice
 	for {
 		c.mu.Lock()
@@ -413,24 +432,22 @@ func (c *Conn) write() {
 		case c.room <- struct{}{}:
 		default:
 		}
-		prices, bodies = prices[:0], bodies[:0]
+		bodies = bodies[:0]
 		keep := c.order[:0]
-		for _, id := range c.order {
-			p, ok := c.pending[id]
-			if !ok {
-				continue
+		for _, st := range c.order {
+			switch {
+			case !st.pending || st.removed:
+				// taken already, or unsubscribed
+			case !st.acked:
+				keep = append(keep, st)
+			default:
+				bodies = append(bodies, pendingPrice{body: st.body, at: st.at})
+				st.pending, st.body = false, nil
 			}
-			if st := c.subs[id]; st == nil || !st.acked {
-				keep = append(keep, id)
-				continue
-			}
-			delete(c.pending, id)
-			prices = append(prices, id)
-			bodies = append(bodies, p)
 		}
 		clear(c.order[len(keep):])
 		c.order = keep
-		if !ping && len(batch) == 0 && len(prices) == 0 {
+		if !ping && len(batch) == 0 && len(bodies) == 0 {
 			c.writing = false
 			c.mu.Unlock()
 			return
@@ -564,9 +581,10 @@ func (c *Conn) end() {
 	c.endOnce.Do(func() {
 		c.mu.Lock()
 		c.ended = true
-		ids := make([]string, 0, len(c.subs))
-		for id := range c.subs {
-			ids = append(ids, id)
+		subs := make([]*sub, 0, len(c.subs))
+		for _, st := range c.subs {
+			st.removed = true
+			subs = append(subs, st)
 		}
 		c.mu.Unlock()
 		c.cut()
@@ -579,7 +597,7 @@ func (c *Conn) end() {
 		if c.onEnd != nil {
 			c.onEnd()
 		}
-		c.hub.remove(c, ids)
+		c.hub.remove(c, subs)
 	})
 }
 

@@ -112,7 +112,9 @@ type Hub struct {
 	closed  bool
 	drained chan struct{} // closed when closed and the last connection ends
 
-	changes   chan change
+	changes chan change
+	// reads are subscribes' reads of current prices, shared (current).
+	reads     chan *currentRead
 	resync    chan struct{}
 	readWarn  ratelog.Limiter
 	closeOnce sync.Once
@@ -125,9 +127,10 @@ type shard struct {
 
 // topic is one market's subscribers on this node.
 type topic struct {
-	// conns is replaced, never changed in place (copy on write), so a
-	// fan-out reads it under the read lock without copying.
-	conns []*Conn
+	// subs are the connections' subscriptions to it. The slice is
+	// replaced, never changed in place (copy on write), so a fan-out reads
+	// it without copying.
+	subs []*sub
 	// gen is the newest revision fanned out: an older or equal one read
 	// later (two reads racing, a resync) is not sent again.
 	gen int64
@@ -164,6 +167,7 @@ func New(src Prices, cfg Config, log *slog.Logger) (*Hub, error) {
 		src: src, cfg: cfg, log: log, m: newMetrics(), seed: maphash.MakeSeed(),
 		conns: map[*Conn]struct{}{}, drained: make(chan struct{}),
 		changes: make(chan change, 4096), resync: make(chan struct{}, 1),
+		reads: make(chan *currentRead, 1024),
 	}
 	for i := range h.shards {
 		h.shards[i].topics = map[string]*topic{}
@@ -219,6 +223,9 @@ func (h *Hub) Run(ctx context.Context) {
 	for range h.cfg.Workers {
 		wg.Go(func() { h.fanOutLoop(ctx) })
 	}
+	for range h.cfg.Workers {
+		wg.Go(func() { h.currentLoop(ctx) })
+	}
 	wg.Go(func() { h.resyncLoop(ctx) })
 	wg.Go(func() { h.sweepLoop(ctx) })
 	wg.Wait()
@@ -264,8 +271,7 @@ func (h *Hub) fanOutLoop(ctx context.Context) {
 }
 
 // readAndFanOut reads ids' price items and hands each newer one to its
-// subscribers; at holds when each id's notice arrived (nil: a resync, which
-// offers every item to every subscriber: see fanOut).
+// subscribers; at holds when each id's notice arrived (nil: a resync).
 func (h *Hub) readAndFanOut(ctx context.Context, ids []string, at map[string]int64) {
 	for len(ids) > 0 {
 		n := min(len(ids), maxRead)
@@ -287,36 +293,31 @@ func (h *Hub) readAndFanOut(ctx context.Context, ids []string, at map[string]int
 			if !it.Shown() {
 				continue
 			}
-			h.fanOut(chunk[i], it.Gen, it.Body, maphash.Bytes(h.seed, it.Body), at[chunk[i]], at == nil)
+			h.fanOut(chunk[i], it.Gen, it.Body, maphash.Bytes(h.seed, it.Body), at[chunk[i]])
 		}
 	}
 }
 
 // fanOut hands a market's item to its subscribers when it is newer than
-// what the hub handed them last. A resync (all) offers it to every
-// subscriber whatever the hub handed out: each connection keeps what it
-// was given, so this costs a lock and a lookup per subscriber, and it
-// brings up to date a subscriber whose price on subscribe was read older
-// than the topic's (a read replica behind, say).
-func (h *Hub) fanOut(id string, gen int64, body []byte, sum uint64, at int64, all bool) {
+// what the hub handed them last. (A subscriber whose own read on subscribe
+// was older than that takes the topic's item instead: Conn.subscribe.)
+func (h *Hub) fanOut(id string, gen int64, body []byte, sum uint64, at int64) {
 	s := h.shard(id)
 	s.mu.Lock()
 	t := s.topics[id]
-	if t == nil || (gen <= t.gen && !all) {
+	if t == nil || gen <= t.gen {
 		s.mu.Unlock()
 		return
 	}
-	same := gen <= t.gen || sum == t.sum
-	if gen > t.gen {
-		t.gen, t.sum, t.body = gen, sum, body
-	}
-	conns := t.conns
+	same := sum == t.sum
+	t.gen, t.sum, t.body = gen, sum, body
+	subs := t.subs
 	s.mu.Unlock()
-	if same && !all {
+	if same {
 		return
 	}
-	for _, c := range conns {
-		c.deliver(id, gen, body, sum, at)
+	for _, st := range subs {
+		st.deliver(gen, body, sum, at)
 	}
 }
 
@@ -360,6 +361,102 @@ func (h *Hub) resyncLoop(ctx context.Context) {
 	}
 }
 
+// currentRead is one subscribe's read of its markets' current prices.
+type currentRead struct {
+	ids   []string
+	items []cache.PriceItem
+	err   error
+	done  chan struct{}
+}
+
+// maxShared bounds the ids one shared read of current prices takes.
+const maxShared = 10 * maxRead
+
+// current reads ids' current prices for a subscribe. Subscribes that
+// arrive together share one read: 5,000 clients reconnecting at once, each
+// subscribing to 20 markets of the same 2,000, cost 2,000 items read in
+// batches of 500, not 100,000 (and not a Redis budget missed and a
+// Postgres query per subscribe).
+func (h *Hub) current(ctx context.Context, ids []string) ([]cache.PriceItem, error) {
+	r := &currentRead{ids: ids, done: make(chan struct{})}
+	select {
+	case h.reads <- r:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case <-r.done:
+		return r.items, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (h *Hub) currentLoop(ctx context.Context) {
+	for {
+		var batch []*currentRead
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-h.reads:
+			batch = append(batch, r)
+		}
+		n := len(batch[0].ids)
+	more:
+		for n < maxShared {
+			select {
+			case r := <-h.reads:
+				batch = append(batch, r)
+				n += len(r.ids)
+			default:
+				break more
+			}
+		}
+		h.readShared(ctx, batch)
+	}
+}
+
+// readShared reads the markets of batch once each and answers every read.
+func (h *Hub) readShared(ctx context.Context, batch []*currentRead) {
+	seen := map[string]bool{}
+	var ids []string
+	for _, r := range batch {
+		for _, id := range r.ids {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	got := make(map[string]cache.PriceItem, len(ids))
+	var failed error
+	for len(ids) > 0 && failed == nil {
+		chunk := ids[:min(len(ids), maxRead)]
+		ids = ids[len(chunk):]
+		rctx, cancel := context.WithTimeout(ctx, h.cfg.ReadTimeout)
+		items, err := h.src.Prices(rctx, chunk)
+		cancel()
+		if err != nil {
+			failed = err
+			break
+		}
+		for i, id := range chunk {
+			got[id] = items[i]
+		}
+	}
+	for _, r := range batch {
+		if failed != nil {
+			r.err = failed
+		} else {
+			r.items = make([]cache.PriceItem, len(r.ids))
+			for i, id := range r.ids {
+				r.items[i] = got[id]
+			}
+		}
+		close(r.done)
+	}
+}
+
 // subscribed lists every market some connection here subscribes to.
 func (h *Hub) subscribed() []string {
 	var ids []string
@@ -388,7 +485,7 @@ func (h *Hub) sweepLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		conns = h.snapshot(conns[:0])
+		conns = h.connList(conns[:0])
 		now := time.Now().UnixNano()
 		for _, c := range conns {
 			c.sweep(now)
@@ -397,8 +494,8 @@ func (h *Hub) sweepLoop(ctx context.Context) {
 	}
 }
 
-// snapshot appends every open connection to dst.
-func (h *Hub) snapshot(dst []*Conn) []*Conn {
+// connList appends every open connection to dst.
+func (h *Hub) connList(dst []*Conn) []*Conn {
 	h.connsMu.Lock()
 	defer h.connsMu.Unlock()
 	for c := range h.conns {
@@ -410,7 +507,7 @@ func (h *Hub) snapshot(dst []*Conn) []*Conn {
 // Each calls fn for every open connection (the api package closes those
 // whose key changed).
 func (h *Hub) Each(fn func(*Conn)) {
-	for _, c := range h.snapshot(nil) {
+	for _, c := range h.connList(nil) {
 		fn(c)
 	}
 }
@@ -440,8 +537,8 @@ func (h *Hub) Add(ws *websocket.Conn, info Info, onEnd func()) (*Conn, error) {
 }
 
 // remove forgets an ended connection and its subscriptions.
-func (h *Hub) remove(c *Conn, ids []string) {
-	h.unsubscribe(c, ids)
+func (h *Hub) remove(c *Conn, subs []*sub) {
+	h.unsubscribe(subs)
 	h.connsMu.Lock()
 	defer h.connsMu.Unlock()
 	if _, ok := h.conns[c]; !ok {
@@ -454,39 +551,39 @@ func (h *Hub) remove(c *Conn, ids []string) {
 	}
 }
 
-// subscribe adds c to ids' topics.
-func (h *Hub) subscribe(c *Conn, ids []string) {
-	for _, id := range ids {
-		s := h.shard(id)
+// subscribe adds subs to their markets' topics.
+func (h *Hub) subscribe(subs []*sub) {
+	for _, st := range subs {
+		s := h.shard(st.id)
 		s.mu.Lock()
-		t := s.topics[id]
+		t := s.topics[st.id]
 		if t == nil {
 			t = &topic{}
-			s.topics[id] = t
+			s.topics[st.id] = t
 		}
-		conns := make([]*Conn, len(t.conns), len(t.conns)+1)
-		copy(conns, t.conns)
-		t.conns = append(conns, c)
+		next := make([]*sub, len(t.subs), len(t.subs)+1)
+		copy(next, t.subs)
+		t.subs = append(next, st)
 		s.mu.Unlock()
 	}
 }
 
-// unsubscribe removes c from ids' topics; a topic left empty goes.
-func (h *Hub) unsubscribe(c *Conn, ids []string) {
-	for _, id := range ids {
-		s := h.shard(id)
+// unsubscribe removes subs from their topics; a topic left empty goes.
+func (h *Hub) unsubscribe(subs []*sub) {
+	for _, st := range subs {
+		s := h.shard(st.id)
 		s.mu.Lock()
-		if t := s.topics[id]; t != nil {
-			conns := make([]*Conn, 0, len(t.conns))
-			for _, o := range t.conns {
-				if o != c {
-					conns = append(conns, o)
+		if t := s.topics[st.id]; t != nil {
+			next := make([]*sub, 0, len(t.subs))
+			for _, o := range t.subs {
+				if o != st {
+					next = append(next, o)
 				}
 			}
-			if len(conns) == 0 {
-				delete(s.topics, id)
+			if len(next) == 0 {
+				delete(s.topics, st.id)
 			} else {
-				t.conns = conns
+				t.subs = next
 			}
 		}
 		s.mu.Unlock()
