@@ -229,9 +229,7 @@ func (c *Conn) subscribe(ctx context.Context, ids []string) {
 	c.mu.Unlock()
 	c.hub.subscribe(fresh)
 
-	rctx, cancel := context.WithTimeout(ctx, c.hub.cfg.ReadTimeout)
-	items, err := c.hub.current(rctx, ids)
-	cancel()
+	items, err := c.hub.currentOf(ctx, ids)
 	if err != nil {
 		c.mu.Lock()
 		for _, st := range fresh {
@@ -249,11 +247,6 @@ func (c *Conn) subscribe(ctx context.Context, ids []string) {
 			continue
 		}
 		accepted = append(accepted, id)
-		// The hub sends nothing at or below what it fanned out already:
-		// that is the snapshot when this read is older.
-		if gen, body := c.hub.newest(id); gen > items[i].Gen {
-			items[i].Gen, items[i].Body = gen, body
-		}
 	}
 	c.mu.Lock()
 	if c.ended {

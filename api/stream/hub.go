@@ -291,6 +291,9 @@ func (h *Hub) readAndFanOut(ctx context.Context, ids []string, at map[string]int
 		}
 		for i, it := range items {
 			if !it.Shown() {
+				// Left the served set (or no price yet): a later
+				// subscribe must not take the topic's old item.
+				h.forgetItem(chunk[i], it.Gen)
 				continue
 			}
 			h.fanOut(chunk[i], it.Gen, it.Body, maphash.Bytes(h.seed, it.Body), at[chunk[i]])
@@ -325,6 +328,54 @@ func (h *Hub) fanOut(id string, gen int64, body []byte, sum uint64, at int64) {
 // a full queue): while reads fail fast (Redis and Postgres both refusing),
 // a resync per failure would spin.
 const minResyncGap = 250 * time.Millisecond
+
+// currentOf is the current price of each of ids for a subscribe (whose
+// subscriptions are in the hub already). A market the hub has fanned out
+// is answered from the topic without a read: the topic holds the newest
+// revision fanned out, and whatever is newer reaches the new subscription
+// through the fan-out like every other (a notice in flight, or the resync
+// after a lost one). The others are read (current), and a read older than
+// the topic's item (Redis lost the write with a failed master, or the read
+// raced the fan-out) gives way to it.
+func (h *Hub) currentOf(ctx context.Context, ids []string) ([]cache.PriceItem, error) {
+	items := make([]cache.PriceItem, len(ids))
+	var read []string
+	var at []int
+	for i, id := range ids {
+		if gen, body := h.newest(id); body != nil {
+			items[i] = cache.PriceItem{Found: true, Served: true, Body: body, Gen: gen}
+		} else {
+			read, at = append(read, id), append(at, i)
+		}
+	}
+	if len(read) == 0 {
+		return items, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, h.cfg.ReadTimeout)
+	got, err := h.current(rctx, read)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		items[i] = got[j]
+		if gen, body := h.newest(ids[i]); gen > got[j].Gen {
+			items[i].Gen, items[i].Body = gen, body
+		}
+	}
+	return items, nil
+}
+
+// forgetItem drops the item a topic holds when revision gen, newer, is not
+// shown.
+func (h *Hub) forgetItem(id string, gen int64) {
+	s := h.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.topics[id]; t != nil && gen > t.gen {
+		t.gen, t.sum, t.body = gen, 0, nil
+	}
+}
 
 // newest returns the newest revision of id fanned out here and its item
 // (0, nil: none).
