@@ -154,6 +154,22 @@ func runIngestBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 	return res, nil
 }
 
+// startIngestChild starts `marketdata ingest` on the sandbox's streams
+// (created if absent) and database, logging to logPath: the one way every
+// benchmark runs ingest.
+func startIngestChild(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath string, log *slog.Logger) (*Child, error) {
+	if err := ingest.EnsureStreams(ctx, sb.JS, sb.Ingest, log); err != nil {
+		return nil, err
+	}
+	child, err := StartChild(ctx, o.Bin, ingestArgs(sb.Ingest), []string{
+		"MD_DATABASE_URL=" + dsn, "MD_REDIS_URL=" + o.RedisURL, "MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
+	}, logPath)
+	if err != nil {
+		return nil, fmt.Errorf("start ingest: %w", err)
+	}
+	return child, nil
+}
+
 func ingestArgs(ic ingest.Config) []string {
 	return []string{"ingest",
 		"--stream", ic.Stream, "--subject-prefix", ic.SubjectPrefix,

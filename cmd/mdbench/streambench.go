@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/marketdata/marketdata/ingest"
 )
 
 // StreamParams size the stream benchmark. The defaults are the issue's
@@ -168,15 +167,10 @@ func runStreamBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 	if err != nil {
 		return nil, fmt.Errorf("create keys: %w", err)
 	}
-	if err := ingest.EnsureStreams(ctx, sb.JS, sb.Ingest, log); err != nil {
-		return nil, err
-	}
 	res.ChildLogs["ingest"] = filepath.Join(o.Out, "stream-ingest.log")
-	ing, err := StartChild(ctx, o.Bin, ingestArgs(sb.Ingest), []string{
-		"MD_DATABASE_URL=" + dsn, "MD_REDIS_URL=" + o.RedisURL, "MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
-	}, res.ChildLogs["ingest"])
+	ing, err := startIngestChild(ctx, o, sb, dsn, res.ChildLogs["ingest"], log)
 	if err != nil {
-		return nil, fmt.Errorf("start ingest: %w", err)
+		return nil, err
 	}
 	defer func() {
 		if err := ing.Stop(15 * time.Second); err != nil {
