@@ -10,7 +10,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
-
 )
 
 // PollParams size the poll benchmark. The defaults are the figures

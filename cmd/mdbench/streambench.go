@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
 )
 
 // StreamParams size the stream benchmark. The defaults are the issue's
