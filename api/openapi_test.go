@@ -45,7 +45,8 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	ac := api.DefaultConfig()
 	ac.DocsOrigin = "http://docs.example"
 	srv, err := api.New(ac, api.Deps{
-		Reader: reader, StreamSlots: slots,
+		Credentials: store.New(nil), // never read: it lists keys, so /account/keys is served
+		Reader:      reader, StreamSlots: slots,
 		Limiter: mustLimiter(t, rdb, ratelimit.Config{Limit: 1, Window: time.Second, AuthFailLimit: 1, AuthFailWindow: time.Second,
 			Timeout: 50 * time.Millisecond}),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -79,6 +79,9 @@ type Server struct {
 	// limitsWarn and authFailWarn keep the "decided by this node alone"
 	// WARNs (one per request while Redis is down) to one per 10 s.
 	limitsWarn, authFailWarn ratelog.Limiter
+	// accountKeys serves /account/keys: the Credentials source, when it
+	// can list keys (nil: the route is not served).
+	accountKeys AccountKeys
 }
 
 // New builds a node; Serve starts it.
@@ -100,6 +103,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		log: d.Log, now: d.Now, origins: map[string]bool{cfg.DocsOrigin: true},
 		hasher: store.NewHasher(cfg.KeyPepper), reader: d.Reader,
 	}
+	s.accountKeys, _ = d.Credentials.(AccountKeys)
 	if d.Reader != nil {
 		s.search = newSearchIndex(d.Reader)
 		s.search.log = d.Log
@@ -189,6 +193,9 @@ func (s *Server) routes() {
 		v1.Get("/markets/search", s.guard(store.ScopeMarketsRead), s.searchEvents)
 		v1.Get("/markets/:universal_id/trades", s.guard(store.ScopeMarketsRead), s.trades)
 		v1.Get("/prices/snapshot", s.guard(store.ScopeMarketsRead), s.snapshot)
+	}
+	if s.accountKeys != nil {
+		v1.Get("/account/keys", s.guard(store.ScopeAccountRead), s.listAccountKeys)
 	}
 	if s.hub != nil {
 		v1.Get("/stream", s.guard(store.ScopeStreamRead), s.stream)

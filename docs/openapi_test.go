@@ -557,6 +557,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		{"Price", []string{"market_id", "event_id", "status", "quotes", "best_bid", "best_ask", "version", "updated_at"}, nil},
 		{"Trade", []string{"trade_id", "market_id", "venue", "price", "size", "side", "ts"}, nil},
 		{"KeyInfo", []string{"key_id", "last4", "account_id", "scopes", "ip_allowlist", "created_at", "expires_at", "limit", "window_s"}, nil},
+		{"KeyRecord", []string{"key_id", "account_id", "last4", "scopes", "ip_allowlist", "created_at", "expires_at", "revoked_at", "status"}, nil},
 		{"UsageItem", []string{"date", "route", "count"}, nil},
 	}
 	for _, f := range fields {

@@ -105,11 +105,11 @@ type Key struct {
 func (k *Key) Status(now time.Time) string {
 	switch {
 	case k.RevokedAt != nil:
-		return "revoked"
+		return KeyRevoked
 	case !now.Before(k.ExpiresAt):
-		return "expired"
+		return KeyExpired
 	default:
-		return "active"
+		return KeyActive
 	}
 }
 

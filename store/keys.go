@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -173,4 +174,51 @@ func (s *Store) CredentialsVersion(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("store: read credentials version: %w", err)
 	}
 	return v, nil
+}
+
+// Key states, as Key.Status names them and /account/keys filters by them.
+const (
+	KeyActive  = "active"
+	KeyRevoked = "revoked"
+	KeyExpired = "expired"
+)
+
+// KeyStates are the states a key can be in.
+var KeyStates = []string{KeyActive, KeyRevoked, KeyExpired}
+
+// AccountKeys is one page of an account's keys: those in state status at now
+// ("" = every state), with ids above after ("" = from the first), ascending
+// by id (bytewise: key_id is COLLATE "C"), at most limit. Called on the
+// primary (as API nodes do), it lists a key committed a moment ago by any
+// node, which a lagging replica might not. States are judged at the caller's
+// now, as Key.Status does: a key past expires_at lists as expired.
+func (s *Store) AccountKeys(ctx context.Context, accountID, status, after string, limit int, now time.Time) ([]Key, error) {
+	if status != "" && !slices.Contains(KeyStates, status) {
+		return nil, fmt.Errorf("store: list keys of %s: unknown key state %q", accountID, status)
+	}
+	// The CASE is Key.Status in SQL: revoked wins over expired.
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+keyColumns+`
+		FROM api_keys k
+		WHERE k.account_id = $1 AND k.key_id > $2
+		  AND ($4::text = '' OR $4::text = CASE
+		        WHEN k.revoked_at IS NOT NULL THEN 'revoked'
+		        WHEN k.expires_at <= $5 THEN 'expired'
+		        ELSE 'active' END)
+		ORDER BY k.key_id
+		LIMIT $3`, accountID, after, limit, status, now.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("store: list keys of %s after %q: %w", accountID, after, err)
+	}
+	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) {
+		k, err := scanKey(r)
+		if err != nil {
+			return Key{}, err
+		}
+		return *k, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: list keys of %s after %q: %w", accountID, after, err)
+	}
+	return keys, nil
 }
