@@ -15,7 +15,7 @@ const SecretPrefix = "mdk_live_"
 // secretChecksumLen characters of checksum over the prefix and the random
 // part. The checksum lets a mistyped or truncated key be refused without a
 // lookup, and lets a secret scanner tell a real key from 43 random
-// characters (1 in 2^32 passes by chance).
+// characters (random text passes once in 64^6 = 2^36).
 const (
 	secretBodyLen     = 43
 	secretChecksumLen = 6
