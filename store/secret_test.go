@@ -4,6 +4,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"math/big"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -51,6 +52,15 @@ func TestSecretChecksumKnownValue(t *testing.T) {
 	}
 	if err := store.CheckSecret(head + "0M2Reh"); err != nil {
 		t.Fatalf("CheckSecret(docs example): got %v, want nil", err)
+	}
+	doc, err := os.ReadFile("../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", "325662359", "`0M2Reh`", "37 × `A`"} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("docs/api.md does not give %q of the worked example", want)
+		}
 	}
 }
 
