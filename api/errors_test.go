@@ -64,9 +64,11 @@ func TestErrorTable(t *testing.T) {
 		{name: "empty bearer", auth: "Bearer", status: 401, code: "unauthorized", msgHas: "malformed"},
 		{name: "other scheme", auth: "Basic " + valid, status: 401, code: "unauthorized", msgHas: "malformed"},
 		{name: "wrong prefix", auth: "Bearer mdk_test_" + valid[len(store.SecretPrefix):], status: 401, code: "unauthorized", msgHas: "malformed"},
-		{name: "42 characters", auth: "Bearer mdk_live_" + tail, status: 401, code: "unauthorized", msgHas: "malformed"},
+		{name: "42 characters", auth: "Bearer mdk_live_" + tail, status: 401, code: "unauthorized", msgHas: "truncated"},
 		{name: "44 characters", auth: "Bearer " + valid + "A", status: 401, code: "unauthorized", msgHas: "malformed"},
 		{name: "bad character", auth: "Bearer mdk_live_" + tail + "+", status: 401, code: "unauthorized", msgHas: "malformed"},
+		{name: "mistyped", auth: "Bearer " + mistype(valid, 20), status: 401, code: "unauthorized", msgHas: "mistyped or truncated"},
+		{name: "checksum altered", auth: "Bearer " + mistype(valid, len(valid)-1), status: 401, code: "unauthorized", msgHas: "mistyped or truncated"},
 		{name: "unknown", auth: "Bearer " + store.NewSecret(), status: 401, code: "unauthorized", msgHas: "unknown"},
 		{name: "revoked", auth: "Bearer " + revoked, status: 401, code: "unauthorized", msgHas: "revoked"},
 		{name: "expired", auth: "Bearer " + expired, status: 401, code: "unauthorized", msgHas: "expired"},
@@ -99,6 +101,8 @@ func TestErrorTable(t *testing.T) {
 			status: 400, code: "origin_not_allowed", msgHas: evilOrigin,
 		},
 		{name: "postgres down", node: down, auth: "Bearer " + valid, status: 503, code: "unavailable", msgHas: "try again"},
+		// The checksum needs no lookup: a mistyped key is refused even so.
+		{name: "mistyped, postgres down", node: down, auth: "Bearer " + mistype(valid, 20), status: 401, code: "unauthorized", msgHas: "mistyped or truncated"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

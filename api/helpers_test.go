@@ -95,3 +95,13 @@ func (w *world) notify(t testing.TB, accountID, keyID string) {
 		t.Fatalf("publish key notice: %v", err)
 	}
 }
+
+// mistype returns secret with its character at i replaced by another one of
+// the secret alphabet: the shape holds, the checksum does not.
+func mistype(secret string, i int) string {
+	c := byte('A')
+	if secret[i] == 'A' {
+		c = 'B'
+	}
+	return secret[:i] + string(c) + secret[i+1:]
+}

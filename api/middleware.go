@@ -199,8 +199,18 @@ func (s *Server) judge(c *fiber.Ctx, addr netip.Addr, scope string) (*keyRecord,
 		return nil, fail(KindUnauthorized, "no API key: send Authorization: Bearer <key>")
 	}
 	secret, ok := bearer(h)
-	if !ok || !store.ValidSecret(secret) {
+	if !ok {
 		return nil, fail(KindUnauthorized, "malformed API key: expected Authorization: Bearer mdk_live_ followed by 43 characters")
+	}
+	// The secret's own checksum refuses a mistyped key before any lookup:
+	// it costs no cache slot and no Postgres query, and the caller learns
+	// that the key was damaged rather than that it does not exist.
+	if err := store.CheckSecret(secret); err != nil {
+		if errors.Is(err, store.ErrSecretChecksum) {
+			return nil, fail(KindUnauthorized, "mistyped or truncated API key: its last 6 characters are not the checksum of the rest; send the key exactly as it was printed at creation")
+		}
+		reason := strings.TrimPrefix(err.Error(), store.ErrSecretMalformed.Error()+": ")
+		return nil, fail(KindUnauthorized, "malformed API key: "+reason+"; expected Authorization: Bearer mdk_live_ followed by 43 characters")
 	}
 	var buf [32]byte
 	rec, err := s.keys.get(c.UserContext(), s.hasher.Hash(buf[:0], secret))

@@ -168,7 +168,7 @@ func TestStreamFrontDoor(t *testing.T) {
 	// The third failed authentication (the first was the missing key) still
 	// gets its 401; then the address is blocked: even a good key is 429.
 	refused(strings.Repeat("x", 10), dialOpts{}, 401, "unauthorized")
-	refused("mdk_live_"+strings.Repeat("A", 43), dialOpts{}, 401, "unauthorized")
+	refused(store.NewSecret(), dialOpts{}, 401, "unauthorized") // unknown
 	refused(noScope, dialOpts{}, 429, "rate_limited")
 }
 

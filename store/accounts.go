@@ -11,7 +11,6 @@ import (
 	"hash"
 	"io"
 	"net/netip"
-	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -28,22 +27,6 @@ var (
 
 // MaxActiveKeys is how many unrevoked, unexpired keys an account may hold.
 const MaxActiveKeys = 5
-
-// SecretPrefix starts every key secret.
-const SecretPrefix = "mdk_live_"
-
-var secretPattern = regexp.MustCompile(`^mdk_live_[A-Za-z0-9_-]{43}$`)
-
-// ValidSecret reports whether s has the shape of a key secret.
-func ValidSecret(s string) bool { return secretPattern.MatchString(s) }
-
-// NewSecret returns a fresh secret: the prefix and 43 base64url characters
-// (256 random bits).
-func NewSecret() string {
-	b := make([]byte, 32)
-	rand.Read(b)
-	return SecretPrefix + base64.RawURLEncoding.EncodeToString(b)
-}
 
 // HashSecret is the keyed hash under which a secret is stored and looked up.
 func HashSecret(pepper []byte, secret string) []byte {

@@ -3,13 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/marketdata/marketdata/internal/testenv"
+	"github.com/marketdata/marketdata/store"
 )
 
 // createdKey is what `marketdata key create` prints (--json), the one
@@ -187,8 +187,6 @@ func cliJSON(t *testing.T, env map[string]string, v any, args ...string) string 
 	return out
 }
 
-var secretShape = regexp.MustCompile(`^mdk_live_[A-Za-z0-9_-]{43}$`)
-
 // TestKeyLifecycleCLI drives the operator's commands end to end on a
 // database of the test's own: account, refusal without access, grant, key
 // create/list/revoke with --json, and the limit of 5 active keys.
@@ -237,8 +235,8 @@ func TestKeyLifecycleCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &key); err != nil {
 		t.Fatal(err)
 	}
-	if !secretShape.MatchString(key.Secret) {
-		t.Errorf("secret: got %q, want mdk_live_ and 43 characters of [A-Za-z0-9_-]", key.Secret)
+	if err := store.CheckSecret(key.Secret); err != nil {
+		t.Errorf("secret: got %q (%v), want mdk_live_, 43 characters of [A-Za-z0-9_-] and a matching checksum", key.Secret, err)
 	}
 	if len(key.Secret) >= 4 && key.Last4 != key.Secret[len(key.Secret)-4:] {
 		t.Errorf("last4: got %q, want the secret's last four characters", key.Last4)
@@ -280,8 +278,8 @@ func TestKeyLifecycleCLI(t *testing.T) {
 	for i := range 5 {
 		var k createdKey
 		cliJSON(t, env, &k, "key", "create", "--account", acc.AccountID, "--scopes", "markets:read")
-		if !secretShape.MatchString(k.Secret) {
-			t.Errorf("active key %d: got %+v", i+1, k)
+		if err := store.CheckSecret(k.Secret); err != nil {
+			t.Errorf("active key %d: got %+v (%v)", i+1, k, err)
 		}
 	}
 	out, err = run(t, env, "key", "create", "--account", acc.AccountID, "--scopes", "markets:read", "--json")
