@@ -25,6 +25,8 @@ func DefaultConfig() Config {
 		RequestTimeout:   10 * time.Second,
 		IdleTimeout:      60 * time.Second,
 		Stream:           stream.DefaultConfig(),
+		CountUsage:       true,
+		UsageFlush:       time.Second,
 	}
 }
 
@@ -38,6 +40,7 @@ func (c Config) check() error {
 	}{
 		{"KeyCacheTTL", c.KeyCacheTTL}, {"SearchResync", c.SearchResync},
 		{"RequestTimeout", c.RequestTimeout}, {"IdleTimeout", c.IdleTimeout},
+		{"UsageFlush", c.UsageFlush},
 	} {
 		if f.v <= 0 {
 			return fmt.Errorf("api: Config.%s is %s, want a positive duration", f.name, f.v)
@@ -90,4 +93,11 @@ type Config struct {
 	// Stream sizes the node's streams (stream.DefaultConfig: the contract's
 	// ping, pong and stall times).
 	Stream stream.Config
+	// CountUsage counts every request that passed the window in its
+	// account's usage (true); false only for benchmarks measuring what
+	// counting costs (marketdata api's hidden --usage flag).
+	CountUsage bool
+	// UsageFlush is how often the node writes its usage counts (1s): a
+	// node killed outright loses at most this much of them.
+	UsageFlush time.Duration
 }

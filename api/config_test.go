@@ -34,6 +34,7 @@ func TestNewRefusesZero(t *testing.T) {
 		{"MaxConns", func(c *Config) { c.MaxConns = 0 }},
 		{"RequestTimeout", func(c *Config) { c.RequestTimeout = 0 }},
 		{"IdleTimeout", func(c *Config) { c.IdleTimeout = -time.Second }},
+		{"UsageFlush", func(c *Config) { c.UsageFlush = 0 }},
 	}
 	for _, tc := range cases {
 		c := DefaultConfig()

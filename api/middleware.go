@@ -184,6 +184,8 @@ func (s *Server) admit(c *fiber.Ctx) error {
 	if !a.Window.Allowed {
 		return &Error{Kind: KindRateLimited, Message: "the account's request limit for this window is used up", RetryAfter: a.Window.RetryAfter}
 	}
+	// Passed the window: the request counts in the account's usage.
+	s.countUsage(c, cred.Account.ID)
 	return nil
 }
 

@@ -38,7 +38,10 @@ type Deps struct {
 	// (ratelimit.Streams); nil: the node serves no streams.
 	StreamSlots StreamSlots
 	// NC receives key and change notices and presence; nil in some tests.
-	NC       *nats.Conn
+	NC *nats.Conn
+	// Usage keeps the accounts' usage counts (the primary: store.Store);
+	// nil: the node neither counts nor serves /account/usage.
+	Usage    UsageStore
 	Log      *slog.Logger
 	Now      func() time.Time
 	Registry prometheus.Registerer
@@ -70,6 +73,10 @@ type Server struct {
 	// the stream slots being given back.
 	rechecks  rechecks
 	releasing sync.WaitGroup
+	// usage counts the requests that passed the window (nil: not
+	// counted); usageStore is where they go and /account/usage reads.
+	usage      *usageFlusher
+	usageStore UsageStore
 	// noticesDropped is the change subscription's drop count last seen.
 	noticesDropped atomic.Int64
 	// nc and its handlers before subscribe, given back by unsubscribe.
@@ -126,6 +133,12 @@ func New(cfg Config, d Deps) (*Server, error) {
 		d.Reader.OnChange(hub.OnChange)
 		s.hub, s.slots, s.upgrader = hub, d.StreamSlots, s.newUpgrader()
 		s.keys.onChange = s.recheckStreams
+	}
+	if d.Usage != nil {
+		s.usageStore = d.Usage
+		if cfg.CountUsage {
+			s.usage = newUsageFlusher(d.Usage, cfg.UsageFlush, d.Log, d.Now)
+		}
 	}
 	for _, o := range cfg.AppOrigins {
 		s.origins[o] = true
@@ -200,6 +213,9 @@ func (s *Server) routes() {
 	if s.hub != nil {
 		v1.Get("/stream", s.guard(store.ScopeStreamRead), s.stream)
 	}
+	if s.usageStore != nil {
+		v1.Get("/account/usage", s.guard(store.ScopeAccountRead), s.accountUsage)
+	}
 	// Anything else under /public/v1 passes the same checks, then is 404.
 	v1.Use(s.guard(""), func(c *fiber.Ctx) error {
 		if err := s.admit(c); err != nil {
@@ -223,6 +239,10 @@ func (s *Server) Start(ctx context.Context) error {
 		s.streamCtx = ctx
 		go s.hub.Run(ctx)
 	}
+	if s.usage != nil && s.usage.done == nil {
+		s.usage.done = make(chan struct{})
+		go s.usage.run(ctx)
+	}
 	if s.search == nil {
 		return nil
 	}
@@ -240,8 +260,8 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown stops accepting connections, closes the streams (1001; fasthttp
-// does not track the connections it handed over) and waits for in-flight
-// requests.
+// does not track the connections it handed over), waits for in-flight
+// requests and writes the usage counted since the last flush.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.unsubscribe()
 	if s.hub != nil {
@@ -259,5 +279,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		cancel()
 	}
-	return s.app.ShutdownWithContext(ctx)
+	err := s.app.ShutdownWithContext(ctx)
+	if s.usage != nil {
+		// After the drain: every request answered is in this last batch.
+		if ferr := s.usage.final(ctx); ferr != nil {
+			s.log.Error("usage counts of the node's last interval not written", "err", ferr)
+		}
+	}
+	return err
 }

@@ -27,6 +27,7 @@ import (
 
 func (c *cli) apiCmd() *cobra.Command {
 	var noticeSubject string
+	usage := true
 	cmd := &cobra.Command{
 		Use:   "api",
 		Short: "Run one stateless HTTP API node (run N of them behind any load balancer)",
@@ -39,6 +40,7 @@ func (c *cli) apiCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			cfg.NoUsage = !usage
 			log, err := c.logger()
 			if err != nil {
 				return err
@@ -47,6 +49,10 @@ func (c *cli) apiCmd() *cobra.Command {
 		},
 	}
 	noticeFlag(cmd.Flags(), &noticeSubject, "subject of ingest's change notices (ingest's --notice-subject)")
+	// Hidden: the usage benchmark's "off" run (issue 11); not part of the
+	// contract, which counts every request.
+	cmd.Flags().BoolVar(&usage, "usage", true, "count requests in the accounts' usage")
+	cmd.Flags().MarkHidden("usage") //nolint:errcheck // the flag was just defined
 	return cmd
 }
 
@@ -150,8 +156,11 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	ac.DocsOrigin, ac.AppOrigins, ac.TrustedProxies = cfg.DocsOrigin, cfg.AppOrigins, cfg.TrustedProxies
 	ac.KeyPepper, ac.CursorSecret = cfg.KeyPepper, cfg.CursorSecret
 	ac.NoticeSubject, ac.MaxConns, ac.KeyStaleMax = noticeSubject, cfg.MaxConns, cfg.KeyStaleMax
+	ac.CountUsage = !cfg.NoUsage
+	// Usage is counted into and read from the primary: the counts are
+	// added there, and /account/usage must see them within 5 s.
 	srv, err := api.New(ac, api.Deps{
-		Credentials: primary, Reader: reader,
+		Credentials: primary, Reader: reader, Usage: primary,
 		Limiter: limiter, StreamSlots: slots, NC: nc, Log: log, Registry: reg,
 	})
 	if err != nil {

@@ -46,6 +46,10 @@ type Config struct {
 	// StreamReplicas is the replica count of the streams ingest and feed
 	// create (MD_STREAM_REPLICAS).
 	StreamReplicas int
+	// NoUsage turns usage counting off on an API node (the hidden
+	// `marketdata api --usage=false`, for benchmarks measuring what
+	// counting costs); no variable sets it: the contract counts always.
+	NoUsage bool
 }
 
 // minSecretLen is the shortest MD_CURSOR_SECRET / MD_KEY_PEPPER accepted.
