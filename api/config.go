@@ -26,7 +26,7 @@ func DefaultConfig() Config {
 		IdleTimeout:      60 * time.Second,
 		Stream:           stream.DefaultConfig(),
 		CountUsage:       true,
-		UsageFlush:       time.Second,
+		UsageFlush:       500 * time.Millisecond,
 	}
 }
 
@@ -97,7 +97,9 @@ type Config struct {
 	// account's usage (true); false only for benchmarks measuring what
 	// counting costs (marketdata api's hidden --usage flag).
 	CountUsage bool
-	// UsageFlush is how often the node writes its usage counts (1s): a
-	// node killed outright loses at most this much of them.
+	// UsageFlush is how often the node writes its usage counts (500ms):
+	// a node killed outright loses what it counted since its last
+	// committed flush, this interval plus a commit, inside the contract's
+	// one second.
 	UsageFlush time.Duration
 }

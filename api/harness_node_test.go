@@ -195,6 +195,7 @@ func (w *world) start(t testing.TB, cfg nodeConfig) *node {
 	reg := prometheus.NewRegistry()
 	deps := api.Deps{
 		Credentials: cfg.creds, Reader: reader, Limiter: limiter, NC: nc, Log: log, Now: w.clock.Now, Registry: reg,
+		Usage: w.st,
 	}
 	var slots *ratelimit.Streams
 	if reader != nil {
