@@ -22,7 +22,7 @@ import (
 // TestOpenAPIMatchesRouter holds the OpenAPI document against the real
 // router: every GET route the node serves under /public/v1 is documented,
 // and every documented path is served, except those marked
-// x-availability: planned (the account routes, later work).
+// x-availability: planned (none now: every route is served).
 func TestOpenAPIMatchesRouter(t *testing.T) {
 	var doc struct {
 		Paths map[string]map[string]any `yaml:"paths"`
