@@ -2,10 +2,10 @@ package api
 
 // Usage counting (contract §3 "Usage"; docs/api.md "Usage"). Every request
 // that passed the account's window is counted in the node's memory by
-// (account, UTC day, route); a flusher adds the counts to Postgres about
-// once a second in one batch, so no request pays a write, a Redis flush
-// loses nothing, and a node killed outright loses at most the counts of
-// its last interval.
+// (account, UTC day, route); a flusher adds the counts to Postgres every
+// Config.UsageFlush (500 ms) in one batch, so no request pays a write, a
+// Redis flush loses nothing, and a node killed outright loses at most the
+// counts of its last interval.
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/marketdata/marketdata/internal/ratelog"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -179,6 +180,9 @@ type usageFlusher struct {
 	node    string // this process's prefix of batch ids
 	seq     atomic.Uint64
 	swept   time.Time
+	// warn keeps the WARN of a failing flush (one per interval while
+	// Postgres is away) to one per 10 s.
+	warn ratelog.Limiter
 	// stop ends run; done is closed when run has returned (nil: run
 	// never started).
 	stop     chan struct{}
@@ -220,7 +224,7 @@ func (f *usageFlusher) run(ctx context.Context) {
 		// fails and is retried by the final flush), it is not cut.
 		fctx, cancel := context.WithTimeout(context.Background(), 5*f.interval)
 		if err := f.flush(fctx); err != nil {
-			f.log.Warn("usage counts not written; kept and retried", "err", err)
+			f.warn.Log(fctx, f.log, slog.LevelWarn, "usage counts not written; kept and retried", "err", err)
 		}
 		f.sweep(fctx)
 		cancel()

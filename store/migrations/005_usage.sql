@@ -1,5 +1,5 @@
 -- 005: requests per account, UTC day and route (contract §3 "Usage"). API
--- nodes count in memory and add their counts here about once a second, one
+-- nodes count in memory and add their counts here every half second, one
 -- batch per node (an upsert adding to count), so no request pays a write.
 -- usage_flushes records each batch's id in the same transaction: a batch
 -- retried after a commit whose outcome the node never heard is not added
