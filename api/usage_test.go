@@ -60,13 +60,13 @@ func waitUsage(t *testing.T, w *world, account string, want map[string]int64) {
 func today(w *world) string { return w.clock.Now().UTC().Format("2006-01-02") }
 
 // TestUsageCountsExactly: requests spread over two nodes and every route
-// count exactly once each on the route asked for, within 5 s: 200, 404 and
-// 422 answers count, the window's 429, failed authentications and scope
+// count exactly once each on the route asked for, within 5 s: 200, 304, 404
+// and 422 answers count, the window's 429, failed authentications and scope
 // refusals do not, and a stream counts once at its upgrade however many
 // messages follow.
 func TestUsageCountsExactly(t *testing.T) {
 	w := newWorld(t, withIngest())
-	const limit = 16
+	const limit = 18
 	n1 := w.node(t, withLimit(limit))
 	n2 := w.node(t, withLimit(limit))
 	account := w.account(t, true)
@@ -89,6 +89,12 @@ func TestUsageCountsExactly(t *testing.T) {
 		expect(n1, "/public/v1/key", 200)
 	}
 	expect(n1, "/public/v1/events", 200)
+	etag := n1.get(t, "/public/v1/events", secret).header.Get("ETag")
+	sent++
+	if a := n2.get(t, "/public/v1/events", secret, "If-None-Match", etag); a.status != 304 {
+		t.Fatalf("/events with its ETag: %d %s, want 304", a.status, a.body)
+	}
+	sent++
 	expect(n2, "/public/v1/events?limit=5", 200)
 	expect(n2, "/public/v1/events?limit=0", 422)
 	expect(n2, "/public/v1/events/no-such-event", 404)
@@ -129,7 +135,7 @@ func TestUsageCountsExactly(t *testing.T) {
 	}
 	d := today(w)
 	waitUsage(t, w, account, map[string]int64{
-		d + " key": 3, d + " events": 3, d + " event": 2, d + " search": 1, d + " snapshot": 1,
+		d + " key": 3, d + " events": 5, d + " event": 2, d + " search": 1, d + " snapshot": 1,
 		d + " trades": 1, d + " account_usage": 2, d + " stream": 2,
 	})
 }
