@@ -164,7 +164,11 @@ func startAPIChild(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath st
 	if err != nil {
 		return nil, err
 	}
-	child, err := StartChild(ctx, o.Bin, []string{"api", "--notice-subject", sb.Ingest.NoticeSubject}, append([]string{
+	args := []string{"api", "--notice-subject", sb.Ingest.NoticeSubject}
+	if !o.Usage {
+		args = append(args, "--usage=false")
+	}
+	child, err := StartChild(ctx, o.Bin, args, append([]string{
 		"MD_HTTP_ADDR=" + addr, "MD_DATABASE_URL=" + dsn, "MD_REDIS_URL=" + o.RedisURL,
 		"MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
 		"MD_KEY_PEPPER=" + benchPepper, "MD_CURSOR_SECRET=" + strings.Repeat("c", 32),

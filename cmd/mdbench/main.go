@@ -45,6 +45,10 @@ type Options struct {
 	RedisURL, NATSURL string
 	// Machine describes where the run happens; every result carries it.
 	Machine Machine
+	// Usage counts usage in the API nodes (the default, as in production);
+	// false starts them with --usage=false, for issue 11's comparison of
+	// the same run with counting on and off.
+	Usage bool
 	// Profile asks the reads benchmark for a CPU profile of every route,
 	// the stream benchmark for one of the node in its steady phase.
 	Profile bool
@@ -110,6 +114,7 @@ func run() int {
 	fs.StringVar(&o.PostgresURL, "pg", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "Postgres maintenance database URL")
 	fs.StringVar(&o.RedisURL, "redis", "redis://127.0.0.1:6379/0", "Redis URL")
 	fs.StringVar(&o.NATSURL, "nats", "nats://127.0.0.1:4222", "NATS URL")
+	fs.BoolVar(&o.Usage, "usage", true, "count usage in the API nodes; -usage=false starts them with --usage=false (run a bench both ways to see what counting costs)")
 	fs.BoolVar(&o.Profile, "profile", false, "reads: take a CPU profile of the API on every route, not only on those that missed a goal; stream: of the node in the steady phase")
 	ingestFlags(fs, &ingestParams)
 	pollFlags(fs, &pollParams)
