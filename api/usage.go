@@ -179,7 +179,10 @@ type usageFlusher struct {
 	pending *usageBatch
 	node    string // this process's prefix of batch ids
 	seq     atomic.Uint64
-	swept   time.Time
+	// swept is the last sweep's time; sweeping: one runs (in its own
+	// goroutine, which alone touches swept).
+	swept    time.Time
+	sweeping atomic.Bool
 	// warn keeps the WARN of a failing flush (one per interval while
 	// Postgres is away) to one per 10 s.
 	warn ratelog.Limiter
@@ -201,21 +204,25 @@ const usageSweepEvery = time.Hour
 func newUsageFlusher(st UsageStore, interval time.Duration, log *slog.Logger, now func() time.Time) *usageFlusher {
 	return &usageFlusher{
 		counter: newUsageCounter(), store: st, interval: interval, log: log, now: now,
-		node: requestIDPrefix + "-" + strconv.FormatInt(time.Now().UnixNano(), 36),
+		// Unique per flusher, not only per process (tests run several
+		// nodes in one): a batch id shared by two flushers would make the
+		// second one's counts look applied already.
+		node: requestIDPrefix + "-" + strconv.FormatUint(rand.Uint64(), 36),
 		stop: make(chan struct{}),
 	}
 }
 
-// run flushes every interval until ctx is done or final is called; the
-// last flush is final's.
-func (f *usageFlusher) run(ctx context.Context) {
+// run flushes every interval until final is called (the last flush is
+// final's). It does not stop with Start's context: while the node drains
+// its requests at shutdown (up to its deadline), their counts keep going
+// to Postgres every interval, so a node killed during the drain still
+// loses no more than its last interval.
+func (f *usageFlusher) run(context.Context) {
 	defer close(f.done)
 	t := time.NewTicker(f.interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-ctx.Done():
-			return
 		case <-f.stop:
 			return
 		case <-t.C:
@@ -226,9 +233,23 @@ func (f *usageFlusher) run(ctx context.Context) {
 		if err := f.flush(fctx); err != nil {
 			f.warn.Log(fctx, f.log, slog.LevelWarn, "usage counts not written; kept and retried", "err", err)
 		}
-		f.sweep(fctx)
 		cancel()
+		f.sweepInBackground()
 	}
+}
+
+// sweepInBackground sweeps (once an hour) off the flush loop: a slow delete
+// must not delay the next flush, which bounds what a killed node loses.
+func (f *usageFlusher) sweepInBackground() {
+	if !f.sweeping.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer f.sweeping.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		f.sweep(ctx)
+	}()
 }
 
 // flush writes the pending batch, if any, then everything counted since.
@@ -275,9 +296,17 @@ func (f *usageFlusher) sweep(ctx context.Context) {
 	}
 }
 
+// finalWait bounds the last flush, on its own clock: the shutdown's may be
+// used up by the drain.
+const finalWait = 3 * time.Second
+
 // final flushes what is left when the node stops: after the run loop has
-// returned, so the two never interleave their batches.
+// returned, so the two never interleave their batches, and retrying until
+// finalWait runs out (a connection reset at shutdown must not lose the
+// last interval).
 func (f *usageFlusher) final(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWait)
+	defer cancel()
 	f.stopOnce.Do(func() { close(f.stop) })
 	if f.done != nil {
 		select {
@@ -286,5 +315,15 @@ func (f *usageFlusher) final(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	return f.flush(ctx)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err := f.flush(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }

@@ -39,7 +39,7 @@ var (
 
 // CheckSecret says why s is not a key secret, or nil when it is one: the
 // prefix, exactly 43 characters of [A-Za-z0-9_-], the last 6 of them the
-// checksum of everything before them. It never reads a database and never
+// checksum of the first 37 (contract §2). It never reads a database and never
 // puts any of s into its error (errors reach logs and clients), only
 // lengths and positions.
 func CheckSecret(s string) error {
@@ -54,7 +54,7 @@ func CheckSecret(s string) error {
 			return fmt.Errorf("%w: character %d after %s is not one of [A-Za-z0-9_-]", ErrSecretMalformed, i-len(SecretPrefix)+1, SecretPrefix)
 		}
 	}
-	want := secretChecksum(s[:secretHeadLen])
+	want := secretChecksum(s[len(SecretPrefix):secretHeadLen])
 	if string(want[:]) != s[secretHeadLen:] {
 		return ErrSecretChecksum
 	}
@@ -70,12 +70,12 @@ func NewSecret() string {
 	var b [28]byte // 28 bytes encode to 38 characters; the first 37 carry 6 random bits each
 	rand.Read(b[:])
 	head := SecretPrefix + base64.RawURLEncoding.EncodeToString(b[:])[:secretRandomLen]
-	sum := secretChecksum(head)
+	sum := secretChecksum(head[len(SecretPrefix):])
 	return head + string(sum[:])
 }
 
-// secretChecksum is the CRC-32 (IEEE, as in zlib and Ethernet) of head's
-// bytes, written as 6 base62 digits, most significant first, padded with
+// secretChecksum is the CRC-32 (IEEE, as in zlib and Ethernet) of the 37
+// characters after the prefix (head), written as 6 base62 digits, most significant first, padded with
 // '0' (62^6 > 2^32, so every CRC fits). CRC-32 detects every change
 // confined to 32 consecutive bits, so any one changed character in head is
 // always caught; the encoding is one-to-one, so any changed checksum
@@ -83,7 +83,7 @@ func NewSecret() string {
 //
 // The CRC is computed byte by byte over the string with the standard table
 // rather than by crc32.ChecksumIEEE, which would need head copied to a
-// []byte that escapes: this runs on every request, and 46 bytes do not
+// []byte that escapes: this runs on every request, and 37 bytes do not
 // need the vectorised path.
 func secretChecksum(head string) [secretChecksumLen]byte {
 	c := ^uint32(0)

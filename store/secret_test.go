@@ -17,11 +17,11 @@ import (
 var secretShape = regexp.MustCompile(`^mdk_live_[A-Za-z0-9_-]{43}$`)
 
 // checksumOf is docs/api.md's algorithm written independently of the
-// store's: CRC-32 (IEEE) of the prefix and the first 37 characters, in
+// store's: CRC-32 (IEEE) of the first 37 characters after the prefix, in
 // base62 with digits 0-9, A-Z, a-z (math/big writes a-z before A-Z, hence
 // the case swap), left-padded with '0' to 6 characters.
 func checksumOf(head string) string {
-	digits := new(big.Int).SetUint64(uint64(crc32.ChecksumIEEE([]byte(head)))).Text(62)
+	digits := new(big.Int).SetUint64(uint64(crc32.ChecksumIEEE([]byte(strings.TrimPrefix(head, "mdk_live_"))))).Text(62)
 	swapped := strings.Map(func(r rune) rune {
 		if unicode.IsUpper(r) {
 			return unicode.ToLower(r)
@@ -44,20 +44,20 @@ func wantValid(s string) bool {
 // docs/api.md, so the documentation and the code cannot drift apart.
 func TestSecretChecksumKnownValue(t *testing.T) {
 	const head = "mdk_live_" + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-	if got, want := crc32.ChecksumIEEE([]byte(head)), uint32(325662359); got != want {
+	if got, want := crc32.ChecksumIEEE([]byte(head[len("mdk_live_"):])), uint32(2607665852); got != want {
 		t.Fatalf("CRC-32 of the example: got %d, want %d", got, want)
 	}
-	if got, want := checksumOf(head), "0M2Reh"; got != want {
+	if got, want := checksumOf(head), "2qTV0e"; got != want {
 		t.Fatalf("checksum of the example: got %q, want %q", got, want)
 	}
-	if err := store.CheckSecret(head + "0M2Reh"); err != nil {
+	if err := store.CheckSecret(head + "2qTV0e"); err != nil {
 		t.Fatalf("CheckSecret(docs example): got %v, want nil", err)
 	}
 	doc, err := os.ReadFile("../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", "325662359", "`0M2Reh`", "37 × `A`"} {
+	for _, want := range []string{"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", "2607665852", "`2qTV0e`", "37 × `A`"} {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("docs/api.md does not give %q of the worked example", want)
 		}

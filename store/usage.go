@@ -15,7 +15,7 @@ const UsageRetention = 400 * 24 * time.Hour
 
 // usageFlushRetention is how long a batch's id is remembered: a node that
 // retries a batch whose commit it never heard does so within seconds.
-const usageFlushRetention = 24 * time.Hour
+const usageFlushRetention = 7 * 24 * time.Hour
 
 // UsageCount is the number of requests an account made on one route on one
 // UTC day. Day is that day's midnight, UTC.
@@ -128,14 +128,16 @@ func nullDate(t time.Time) *time.Time {
 }
 
 // SweepUsage deletes the usage rows of days more than UsageRetention before
-// now, and the batch ids older than a day. It returns the usage rows
+// now, and the batch ids older than a week (by the database's clock). It returns the usage rows
 // deleted.
 func (s *Store) SweepUsage(ctx context.Context, now time.Time) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM usage WHERE day < $1::date`, now.UTC().Add(-UsageRetention))
 	if err != nil {
 		return 0, fmt.Errorf("store: sweep usage: %w", err)
 	}
-	if _, err := s.pool.Exec(ctx, `DELETE FROM usage_flushes WHERE applied_at < $1`, now.Add(-usageFlushRetention)); err != nil {
+	// By the database's clock, which stamped applied_at: a node whose clock
+	// runs ahead must not drop ids a retry still needs.
+	if _, err := s.pool.Exec(ctx, `DELETE FROM usage_flushes WHERE applied_at < now() - make_interval(secs => $1)`, usageFlushRetention.Seconds()); err != nil {
 		return 0, fmt.Errorf("store: sweep usage batch ids: %w", err)
 	}
 	return tag.RowsAffected(), nil
