@@ -330,15 +330,17 @@ func TestAccountUsageListing(t *testing.T) {
 			t.Errorf("%s: %d %s (RateLimit-Remaining %q), want 422 invalid_request after the window", name, a.status, a.body, a.header.Get("RateLimit-Remaining"))
 		}
 	}
-	// An /events cursor here.
-	if p := events.body; strings.Contains(string(p), `"next_cursor":"`) {
-		var ev struct {
-			NextCursor string `json:"next_cursor"`
-		}
-		json.Unmarshal(p, &ev) //nolint:errcheck // checked by the Contains above
-		if a := n1.get(t, "/public/v1/account/usage?cursor="+url.QueryEscape(ev.NextCursor), secret); a.status != 422 {
-			t.Errorf("an /events cursor on /account/usage: %d %s, want 422", a.status, a.body)
-		}
+	// A cursor of another route here: /account/keys (the account has two
+	// keys, so a page of one has a next cursor).
+	var keysPage struct {
+		NextCursor *string `json:"next_cursor"`
+	}
+	kp := n1.get(t, "/public/v1/account/keys?limit=1", secret)
+	if err := json.Unmarshal(kp.body, &keysPage); err != nil || keysPage.NextCursor == nil {
+		t.Fatalf("/account/keys?limit=1: %d %s, want a next_cursor", kp.status, kp.body)
+	}
+	if a := n1.get(t, "/public/v1/account/usage?cursor="+url.QueryEscape(*keysPage.NextCursor), secret); a.status != 422 {
+		t.Errorf("an /account/keys cursor on /account/usage: %d %s, want 422", a.status, a.body)
 	}
 	// 366 days, both ends included, is the most a query spans.
 	if a := n1.get(t, "/public/v1/account/usage?from=2025-01-01&to=2026-01-01", secret); a.status != 200 {
