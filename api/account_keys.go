@@ -20,35 +20,6 @@ type AccountKeys interface {
 
 var _ AccountKeys = (*store.Store)(nil)
 
-// accountKey is one item of GET /account/keys: the key record of
-// `marketdata key list --json`, never with its secret or hash.
-type accountKey struct {
-	KeyID       string     `json:"key_id"`
-	AccountID   string     `json:"account_id"`
-	Last4       string     `json:"last4"`
-	Scopes      []string   `json:"scopes"`
-	IPAllowlist []string   `json:"ip_allowlist"`
-	CreatedAt   time.Time  `json:"created_at"`
-	ExpiresAt   time.Time  `json:"expires_at"`
-	RevokedAt   *time.Time `json:"revoked_at"`
-	Status      string     `json:"status"`
-}
-
-func newAccountKey(k *store.Key, now time.Time) accountKey {
-	cidrs := make([]string, len(k.IPAllowlist))
-	for i, p := range k.IPAllowlist {
-		cidrs[i] = p.String()
-	}
-	scopes := k.Scopes
-	if scopes == nil {
-		scopes = []string{}
-	}
-	return accountKey{
-		KeyID: k.ID, AccountID: k.AccountID, Last4: k.Last4, Scopes: scopes, IPAllowlist: cidrs,
-		CreatedAt: k.CreatedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC(), RevokedAt: k.RevokedAt, Status: k.Status(now),
-	}
-}
-
 // parseKeyStatus reads the status filter: absent lists every key.
 func parseKeyStatus(raw string) (string, *Error) {
 	for _, st := range store.KeyStates {
@@ -106,7 +77,7 @@ func (s *Server) listAccountKeys(c *fiber.Ctx) error {
 	}
 	items := make([][]byte, len(keys))
 	for i := range keys {
-		if items[i], err = marshalJSON(newAccountKey(&keys[i], now)); err != nil {
+		if items[i], err = marshalJSON(store.RecordOf(&keys[i], now)); err != nil {
 			return err
 		}
 	}

@@ -222,3 +222,40 @@ func (s *Store) AccountKeys(ctx context.Context, accountID, status, after string
 	}
 	return keys, nil
 }
+
+// KeyRecord is a key as users see it: the record `marketdata key list
+// --json` prints and GET /public/v1/account/keys answers, never with its
+// secret or hash. One type for both, so the two cannot drift apart.
+type KeyRecord struct {
+	KeyID       string     `json:"key_id"`
+	AccountID   string     `json:"account_id"`
+	Last4       string     `json:"last4"`
+	Scopes      []string   `json:"scopes"`
+	IPAllowlist []string   `json:"ip_allowlist"`
+	CreatedAt   time.Time  `json:"created_at"`
+	ExpiresAt   time.Time  `json:"expires_at"`
+	RevokedAt   *time.Time `json:"revoked_at"`
+	Status      string     `json:"status"`
+}
+
+// RecordOf is k's KeyRecord, its status judged at now: times in UTC,
+// lists never null.
+func RecordOf(k *Key, now time.Time) KeyRecord {
+	cidrs := make([]string, len(k.IPAllowlist))
+	for i, p := range k.IPAllowlist {
+		cidrs[i] = p.String()
+	}
+	scopes := k.Scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
+	var revoked *time.Time
+	if k.RevokedAt != nil {
+		r := k.RevokedAt.UTC()
+		revoked = &r
+	}
+	return KeyRecord{
+		KeyID: k.ID, AccountID: k.AccountID, Last4: k.Last4, Scopes: scopes, IPAllowlist: cidrs,
+		CreatedAt: k.CreatedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC(), RevokedAt: revoked, Status: k.Status(now),
+	}
+}

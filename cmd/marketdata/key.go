@@ -15,27 +15,6 @@ import (
 	"github.com/marketdata/marketdata/store"
 )
 
-// keyRecord is the JSON form of a key, never with its secret.
-type keyRecord struct {
-	KeyID       string     `json:"key_id"`
-	AccountID   string     `json:"account_id"`
-	Last4       string     `json:"last4"`
-	Scopes      []string   `json:"scopes"`
-	IPAllowlist []string   `json:"ip_allowlist"`
-	CreatedAt   time.Time  `json:"created_at"`
-	ExpiresAt   time.Time  `json:"expires_at"`
-	RevokedAt   *time.Time `json:"revoked_at"`
-	Status      string     `json:"status"`
-}
-
-func recordOfKey(k *store.Key, now time.Time) keyRecord {
-	cidrs := make([]string, len(k.IPAllowlist))
-	for i, p := range k.IPAllowlist {
-		cidrs[i] = p.String()
-	}
-	return keyRecord{k.ID, k.AccountID, k.Last4, k.Scopes, cidrs, k.CreatedAt, k.ExpiresAt, k.RevokedAt, k.Status(now)}
-}
-
 var daysPattern = regexp.MustCompile(`(\d+(?:\.\d+)?)d`)
 
 // parseLifetime reads Go durations plus a d suffix (90d, 1d12h, 3s).
@@ -152,7 +131,7 @@ func (c *cli) keyCreateCmd() *cobra.Command {
 					return err
 				}
 				c.notifyKeys(cfg, k.AccountID, k.ID)
-				r := recordOfKey(k, now)
+				r := store.RecordOf(k, now)
 				return c.print(map[string]any{
 					"key_id": k.ID, "secret": secret, "last4": k.Last4, "scopes": r.Scopes,
 					"ip_allowlist": r.IPAllowlist, "created_at": k.CreatedAt, "expires_at": k.ExpiresAt,
@@ -185,7 +164,7 @@ func (c *cli) keyRevokeCmd() *cobra.Command {
 					return err
 				}
 				c.notifyKeys(cfg, k.AccountID, k.ID)
-				return c.print(recordOfKey(k, time.Now()), fmt.Sprintf("key %s revoked at %s", k.ID, k.RevokedAt.Format(time.RFC3339)))
+				return c.print(store.RecordOf(k, time.Now()), fmt.Sprintf("key %s revoked at %s", k.ID, k.RevokedAt.Format(time.RFC3339)))
 			})
 		},
 	}
@@ -209,10 +188,10 @@ func (c *cli) keyListCmd() *cobra.Command {
 					return err
 				}
 				now := time.Now()
-				recs := make([]keyRecord, len(keys))
+				recs := make([]store.KeyRecord, len(keys))
 				var text strings.Builder
 				for i := range keys {
-					recs[i] = recordOfKey(&keys[i], now)
+					recs[i] = store.RecordOf(&keys[i], now)
 					fmt.Fprintf(&text, "%s  …%s  %-8s  scopes=%s  expires=%s\n", recs[i].KeyID, recs[i].Last4,
 						recs[i].Status, strings.Join(recs[i].Scopes, ","), recs[i].ExpiresAt.Format(time.RFC3339))
 				}
