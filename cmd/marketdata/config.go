@@ -13,6 +13,7 @@ import (
 
 	"github.com/marketdata/marketdata/api"
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/docs/site"
 	"github.com/marketdata/marketdata/ingest"
 )
 
@@ -25,14 +26,20 @@ type Config struct {
 	DatabaseReadURL string
 	RedisURL        string
 	// Redis is MD_REDIS_URL parsed, with the client timeouts set.
-	Redis             cache.Options
-	RedisPrefix       string
-	NATSURL           string
-	RateLimit         int
-	RateWindow        time.Duration
-	AuthFailLimit     int
-	AuthFailWindow    time.Duration
-	DocsOrigin        string
+	Redis          cache.Options
+	RedisPrefix    string
+	NATSURL        string
+	RateLimit      int
+	RateWindow     time.Duration
+	AuthFailLimit  int
+	AuthFailWindow time.Duration
+	DocsOrigin     string
+	// DocsAddr is where `marketdata docs` listens (MD_DOCS_ADDR).
+	DocsAddr string
+	// DocsAPIURLs are the API base URLs the documentation site's try-it
+	// panel may call (MD_DOCS_API_URL, comma-separated; default
+	// "http://" + MD_HTTP_ADDR). The first fills the panel's field.
+	DocsAPIURLs       []string
 	AppOrigins        []string
 	TrustedProxies    []netip.Prefix
 	CursorSecret      []byte
@@ -86,6 +93,7 @@ func envDefaults() map[string]string {
 		"MD_REDIS_PREFIX":       cache.DefaultPrefix,
 		"MD_NATS_URL":           "nats://127.0.0.1:4222",
 		"MD_DOCS_ORIGIN":        "http://127.0.0.1:8081",
+		"MD_DOCS_ADDR":          "127.0.0.1:8081",
 		"MD_RATE_LIMIT":         "1200",
 		"MD_RATE_WINDOW":        "60s",
 		"MD_AUTHFAIL_LIMIT":     "20",
@@ -117,6 +125,7 @@ func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error
 		RedisPrefix: env("MD_REDIS_PREFIX"),
 		NATSURL:     env("MD_NATS_URL"),
 		DocsOrigin:  env("MD_DOCS_ORIGIN"),
+		DocsAddr:    env("MD_DOCS_ADDR"),
 	}
 	c.DatabaseReadURL = c.DatabaseURL
 	if v := strings.TrimSpace(getenv("MD_DATABASE_READ_URL")); v != "" {
@@ -124,7 +133,7 @@ func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error
 	}
 
 	var err error
-	for _, a := range []struct{ name, v string }{{"MD_HTTP_ADDR", c.HTTPAddr}, {"MD_ADMIN_ADDR", c.AdminAddr}} {
+	for _, a := range []struct{ name, v string }{{"MD_HTTP_ADDR", c.HTTPAddr}, {"MD_ADMIN_ADDR", c.AdminAddr}, {"MD_DOCS_ADDR", c.DocsAddr}} {
 		if err := checkAddr(a.v); err != nil {
 			return nil, &configError{a.name, err.Error()}
 		}
@@ -169,6 +178,9 @@ func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error
 	}
 	if err := checkOrigin(c.DocsOrigin); err != nil {
 		return nil, &configError{"MD_DOCS_ORIGIN", err.Error()}
+	}
+	if c.DocsAPIURLs, err = docsAPIURLs(getenv("MD_DOCS_API_URL"), c.HTTPAddr); err != nil {
+		return nil, err
 	}
 	for o := range strings.SplitSeq(env("MD_APP_ORIGINS"), ",") {
 		if o = strings.TrimSpace(o); o == "" {
@@ -223,6 +235,31 @@ func splitHostPort(v string) (string, int, error) {
 		return "", 0, fmt.Errorf("bad port %q", v[i+1:])
 	}
 	return v[:i], port, nil
+}
+
+// docsAPIURLs reads MD_DOCS_API_URL: comma-separated API base URLs, or
+// when unset the API node of MD_HTTP_ADDR as a browser on this machine
+// reaches it (an unspecified host is the loopback address).
+func docsAPIURLs(v, httpAddr string) ([]string, error) {
+	var out []string
+	for u := range strings.SplitSeq(v, ",") {
+		if u = strings.TrimRight(strings.TrimSpace(u), "/"); u == "" {
+			continue
+		}
+		if _, err := site.APIOrigin(u); err != nil {
+			return nil, &configError{"MD_DOCS_API_URL", fmt.Sprintf("%q is not an API base URL like https://api.example.com", u)}
+		}
+		out = append(out, u)
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	host, port, _ := splitHostPort(httpAddr) // MD_HTTP_ADDR is checked first
+	switch host {
+	case "", "0.0.0.0", "[::]", "::":
+		host = "127.0.0.1"
+	}
+	return []string{"http://" + host + ":" + strconv.Itoa(port)}, nil
 }
 
 func checkNATSURL(v string) error {

@@ -59,6 +59,7 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 		c.feedCmd(),
 		c.cacheCmd(),
 		c.devCmd(),
+		c.docsCmd(),
 		c.accountCmd(),
 		c.accessCmd(),
 		c.keyCmd(),

@@ -1,0 +1,204 @@
+// The try-it panel of the marketdata documentation site. First-party and
+// dependency-free. The key lives in the password field's value and in a
+// local variable for the duration of one request: it is never written to
+// localStorage, sessionStorage, a cookie, the URL, the history or the
+// console, and it is sent only as the Authorization header of a request to
+// the API base URL the user sees.
+(function () {
+  "use strict";
+
+  var $ = function (id) { return document.getElementById(id); };
+  var ui = $("tryit-ui");
+  if (!ui) { return; }
+  ui.hidden = false;
+
+  var apiURL = $("api-url"), keyInput = $("api-key"), route = $("route"),
+      send = $("send"), result = $("result"), statusEl = $("status"),
+      requestEl = $("request"), bodyEl = $("body"), curlEl = $("curl");
+  var forms = Array.prototype.slice.call(document.querySelectorAll("fieldset.form"));
+  var inFlight = null;
+  var keyChars = /^[A-Za-z0-9_-]+$/;
+
+  // A page opened from another origin than the one the API allows gets
+  // every answer refused by the browser: say so before the user tries.
+  var docsOrigin = document.body.getAttribute("data-docs-origin");
+  if (docsOrigin && docsOrigin !== window.location.origin) {
+    var w = $("origin-warning");
+    w.textContent = "This page is open at " + window.location.origin + ", but the site is configured for " +
+      docsOrigin + " (MD_DOCS_ORIGIN). The API lets browsers read its answers only from allowed origins, " +
+      "so requests sent from here will fail.";
+    w.hidden = false;
+  }
+
+  function currentForm() {
+    for (var i = 0; i < forms.length; i++) {
+      if (forms[i].getAttribute("data-op") === route.value) { return forms[i]; }
+    }
+    return null;
+  }
+
+  function showForm() {
+    var f = currentForm();
+    forms.forEach(function (x) { x.hidden = x !== f; });
+    send.disabled = !f || f.hasAttribute("data-websocket");
+  }
+  route.addEventListener("change", showForm);
+  showForm();
+
+  // "Try it" buttons of the reference pick their route in the panel.
+  Array.prototype.forEach.call(document.querySelectorAll("button.try"), function (b) {
+    b.hidden = false;
+    b.addEventListener("click", function () {
+      route.value = b.getAttribute("data-try");
+      showForm();
+      $("tryit").scrollIntoView({ block: "start" });
+      var first = currentForm() && currentForm().querySelector("input, select");
+      (keyInput.value ? (first || send) : keyInput).focus();
+    });
+  });
+
+  $("forget-key").addEventListener("click", function () {
+    keyInput.value = "";
+    keyInput.focus();
+  });
+
+  // Enter in any field of the panel sends.
+  ui.addEventListener("keydown", function (e) {
+    if (e.key === "Enter" && e.target.tagName === "INPUT") {
+      e.preventDefault();
+      send.click();
+    }
+  });
+
+  function setStatus(text, state) {
+    statusEl.textContent = text;
+    statusEl.setAttribute("data-state", state);
+    result.hidden = false;
+  }
+
+  function clearAnswer() {
+    bodyEl.textContent = "";
+    Array.prototype.forEach.call(document.querySelectorAll("[data-header]"), function (td) {
+      td.textContent = "—";
+      td.removeAttribute("data-value");
+    });
+  }
+
+  // buildURL returns the request URL, or throws an Error to show.
+  function buildURL(form) {
+    var base;
+    try {
+      base = new URL(apiURL.value.trim());
+    } catch (e) {
+      throw new Error("The API base URL is not a URL.");
+    }
+    if (base.protocol !== "http:" && base.protocol !== "https:") {
+      throw new Error("The API base URL must be http:// or https://.");
+    }
+    var path = form.getAttribute("data-path");
+    var query = new URLSearchParams();
+    var headers = {};
+    var fields = form.querySelectorAll("[data-param]");
+    for (var i = 0; i < fields.length; i++) {
+      var f = fields[i], name = f.getAttribute("data-param"), where = f.getAttribute("data-in");
+      var value = f.value.trim();
+      if (value === "") {
+        if (f.required) { throw new Error("Fill in " + name + "."); }
+        continue;
+      }
+      if (where === "path") {
+        path = path.replace("{" + name + "}", encodeURIComponent(value));
+      } else if (where === "query") {
+        query.set(name, value);
+      } else if (where === "header") {
+        headers[name] = value;
+      }
+    }
+    var u = new URL(base.href.replace(/\/+$/, "") + path);
+    var qs = query.toString();
+    u.search = qs ? "?" + qs : "";
+    return { url: u, headers: headers };
+  }
+
+  function shellQuote(s) { return "'" + s.replace(/'/g, "'\\''") + "'"; }
+
+  send.addEventListener("click", function () {
+    var form = currentForm();
+    if (!form || form.hasAttribute("data-websocket")) { return; }
+    clearAnswer();
+    var req;
+    try {
+      req = buildURL(form);
+    } catch (e) {
+      setStatus(e.message, "invalid");
+      return;
+    }
+    var headers = req.headers;
+    var needsKey = !form.hasAttribute("data-nokey");
+    var curl = "curl -si";
+    if (needsKey) {
+      var key = keyInput.value.trim();
+      if (key !== "" && !keyChars.test(key)) {
+        setStatus("The key holds characters no API key has; paste the whole secret (mdk_live_…).", "invalid");
+        return;
+      }
+      if (key !== "") { headers.Authorization = "Bearer " + key; }
+      curl += " -H 'Authorization: Bearer '\"$MD_KEY\"";
+    }
+    Object.keys(headers).forEach(function (h) {
+      if (h !== "Authorization") { curl += " -H " + shellQuote(h + ": " + headers[h]); }
+    });
+    curlEl.textContent = curl + " " + shellQuote(req.url.href);
+    requestEl.textContent = "GET " + req.url.href;
+
+    if (inFlight) { inFlight.abort(); }
+    var ctl = new AbortController();
+    inFlight = ctl;
+    var timer = setTimeout(function () { ctl.abort(); }, 30000);
+    var started = performance.now();
+    setStatus("Sending…", "pending");
+    send.disabled = true;
+
+    fetch(req.url.href, {
+      method: "GET",
+      headers: headers,
+      mode: "cors",
+      credentials: "omit",
+      referrerPolicy: "no-referrer",
+      cache: "no-store",
+      redirect: "error",
+      signal: ctl.signal
+    }).then(function (res) {
+      return res.text().then(function (text) {
+        var ms = Math.round(performance.now() - started);
+        setStatus(res.status + " " + (res.statusText || "") + " · " + ms + " ms", res.ok ? "ok" : "error");
+        statusEl.setAttribute("data-status", String(res.status));
+        Array.prototype.forEach.call(document.querySelectorAll("[data-header]"), function (td) {
+          var v = res.headers.get(td.getAttribute("data-header"));
+          if (v !== null) {
+            td.textContent = v;
+            td.setAttribute("data-value", v);
+          }
+        });
+        var shown = text;
+        try { shown = JSON.stringify(JSON.parse(text), null, 2); } catch (e) { /* not JSON: shown as is */ }
+        bodyEl.textContent = shown === "" ? "(no body)" : shown;
+      });
+    }).catch(function (err) {
+      if (ctl !== inFlight) { return; } // replaced by a newer request, which reports itself
+      statusEl.setAttribute("data-status", "failed");
+      if (err && err.name === "AbortError") {
+        setStatus("No answer within 30 s; the request was abandoned.", "failed");
+        return;
+      }
+      setStatus("The browser could not read the answer. Either the API cannot be reached at " +
+        req.url.origin + ", or it does not allow this page's origin (" + window.location.origin +
+        ") to read its answers (CORS: the API allows MD_DOCS_ORIGIN and MD_APP_ORIGINS only). " +
+        "The browser's console shows which.", "failed");
+    }).finally(function () {
+      clearTimeout(timer);
+      if (inFlight === ctl) { inFlight = null; }
+      send.disabled = false;
+    });
+  });
+})();

@@ -1,0 +1,500 @@
+package site
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html"
+	"html/template"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The view of the document the page template renders: every operation with
+// its parameters (and the form fields of the try-it panel), responses and
+// examples, and every schema.
+
+type pageView struct {
+	Title, Version, Summary string
+	Overview                template.HTML
+	Concepts                []link
+	Groups                  []groupView
+	Schemas                 []schemaView
+	Auth                    template.HTML
+	APIURLs                 []string
+	DocsOrigin              string
+}
+
+type link struct{ ID, Text string }
+
+type groupView struct {
+	Tag         string
+	Description string
+	Ops         []*opView
+}
+
+type opView struct {
+	ID, Method, Path, Summary string
+	Description               template.HTML
+	Scope                     string // "" when the route needs none
+	NoKey                     bool   // the route needs no key at all
+	WebSocket                 bool
+	Params                    []paramView
+	Responses                 []respView
+	CloseCodes                []entry[string]
+}
+
+type paramView struct {
+	Name, In    string
+	Required    bool
+	Type        template.HTML
+	Limits      []template.HTML
+	Description template.HTML
+	Field       fieldView
+}
+
+// fieldView is a parameter's input in the try-it panel.
+type fieldView struct {
+	Kind                    string // "number", "text" or "select"
+	Min, Max, Default       string
+	Pattern, MaxLength      string
+	Placeholder             string
+	Options                 []string
+	Comma                   bool // an array sent comma-separated (style form, explode false)
+	HeaderName, PathPattern string
+}
+
+type respView struct {
+	Status      string
+	Description template.HTML
+	Headers     []headerView
+	Schema      template.HTML
+	Examples    []exampleView
+}
+
+type headerView struct {
+	Name        string
+	Required    bool
+	Description string // plain text, shown as the name's tooltip
+}
+
+type exampleView struct{ Name, JSON string }
+
+type schemaView struct {
+	Name        string
+	Description template.HTML
+	Type        template.HTML
+	Extends     []template.HTML // allOf references: "all fields of"
+	OneOf       []template.HTML
+	Props       []propView
+	Limits      []template.HTML
+	Examples    []exampleView
+}
+
+type propView struct {
+	Name        string
+	Required    bool
+	Type        template.HTML
+	Limits      []template.HTML
+	Description template.HTML
+}
+
+// buildView turns the document into the page's view.
+func buildView(d *document) (*pageView, error) {
+	v := &pageView{Title: d.Info.Title, Version: d.Info.Version, Summary: d.Info.Summary}
+	v.Overview = markdown(d.Info.Description, 0) // its "## " are the page's concept sections (h2)
+	for _, line := range strings.Split(d.Info.Description, "\n") {
+		if t, ok := strings.CutPrefix(strings.TrimSpace(line), "## "); ok {
+			v.Concepts = append(v.Concepts, link{anchor(t), t})
+		}
+	}
+	if b, ok := d.Components.SecuritySchemes["bearer"]; ok {
+		v.Auth = markdown(b.Description, 2)
+	}
+	schemas := map[string]*schema{}
+	for _, s := range d.Components.Schemas {
+		schemas[s.Key] = s.Value
+	}
+	byTag := map[string]*groupView{}
+	for _, t := range d.Tags {
+		v.Groups = append(v.Groups, groupView{Tag: t.Name, Description: t.Description})
+	}
+	for i := range v.Groups {
+		byTag[v.Groups[i].Tag] = &v.Groups[i]
+	}
+	for _, p := range d.Paths {
+		op := p.Value.Get
+		if op == nil {
+			return nil, fmt.Errorf("site: %s has no GET operation (every route of the API is a GET)", p.Key)
+		}
+		ov, err := buildOp(p.Key, op, schemas)
+		if err != nil {
+			return nil, err
+		}
+		tag := "other"
+		if len(op.Tags) > 0 {
+			tag = op.Tags[0]
+		}
+		g, ok := byTag[tag]
+		if !ok {
+			v.Groups = append(v.Groups, groupView{Tag: tag})
+			g = &v.Groups[len(v.Groups)-1]
+			// Appending may move the slice: rebuild the index.
+			for i := range v.Groups {
+				byTag[v.Groups[i].Tag] = &v.Groups[i]
+			}
+		}
+		g.Ops = append(g.Ops, ov)
+	}
+	for _, s := range d.Components.Schemas {
+		sv, err := buildSchema(s.Key, s.Value)
+		if err != nil {
+			return nil, err
+		}
+		v.Schemas = append(v.Schemas, sv)
+	}
+	return v, nil
+}
+
+func buildOp(path string, op *operation, schemas map[string]*schema) (*opView, error) {
+	if op.OperationID == "" {
+		return nil, fmt.Errorf("site: GET %s has no operationId", path)
+	}
+	ov := &opView{
+		ID: op.OperationID, Method: "GET", Path: path, Summary: op.Summary,
+		Description: markdown(op.Description, 3),
+		NoKey:       op.Security != nil && len(op.Security) == 0,
+		WebSocket:   op.WebSocket != nil,
+	}
+	if op.Scope != nil {
+		ov.Scope = *op.Scope
+	}
+	if op.WebSocket != nil {
+		ov.CloseCodes = op.WebSocket.CloseCodes
+	}
+	for _, p := range op.Parameters {
+		if p.Schema == nil {
+			return nil, fmt.Errorf("site: GET %s: parameter %s has no schema", path, p.Name)
+		}
+		eff := effective(p.Schema, schemas)
+		pv := paramView{
+			Name: p.Name, In: p.In, Required: p.Required,
+			Type:        typeHTML(p.Schema),
+			Limits:      limits(p.Schema, schemas),
+			Description: markdown(p.Description, 4),
+		}
+		f := &pv.Field
+		switch {
+		case len(eff.Enum) > 0:
+			f.Kind = "select"
+			for _, e := range eff.Enum {
+				f.Options = append(f.Options, e.Value)
+			}
+		case eff.Type.is("integer"):
+			f.Kind = "number"
+			if eff.Minimum != nil {
+				f.Min = num(*eff.Minimum)
+			}
+			if eff.Maximum != nil {
+				f.Max = num(*eff.Maximum)
+			}
+		default:
+			f.Kind = "text"
+			if eff.MaxLength != nil {
+				f.MaxLength = strconv.Itoa(*eff.MaxLength)
+			}
+		}
+		if eff.Default.Kind != 0 {
+			f.Default = eff.Default.Value
+		}
+		if eff.Type.is("array") {
+			f.Comma = p.Style == "form" && p.Explode != nil && !*p.Explode
+			f.Placeholder = "id-1,id-2"
+		}
+		if p.In == "path" {
+			f.Placeholder = "an id from a listing"
+		}
+		if eff.Format == "date" {
+			f.Placeholder = "YYYY-MM-DD"
+		}
+		if p.In == "header" {
+			f.HeaderName = p.Name
+			f.Placeholder = `"etag" of an earlier 200`
+		}
+		ov.Params = append(ov.Params, pv)
+	}
+	for _, r := range op.Responses {
+		rv := respView{Status: r.Key, Description: markdown(r.Value.Description, 4)}
+		for _, h := range r.Value.Headers {
+			rv.Headers = append(rv.Headers, headerView{Name: h.Key, Required: h.Value.Required, Description: strings.TrimSpace(h.Value.Description)})
+		}
+		if mt, ok := r.Value.Content.get("application/json"); ok && mt.Schema != nil {
+			rv.Schema = typeHTML(mt.Schema)
+			if mt.Schema.Ref != "" {
+				if s := schemas[schemaName(mt.Schema.Ref)]; s != nil {
+					for i := range s.Examples {
+						j, err := exampleJSON(&s.Examples[i])
+						if err != nil {
+							return nil, fmt.Errorf("site: GET %s %s: %w", path, r.Key, err)
+						}
+						rv.Examples = append(rv.Examples, exampleView{Name: "example", JSON: j})
+					}
+				}
+			}
+			for _, e := range mt.Examples {
+				j, err := exampleJSON(&e.Value.Value)
+				if err != nil {
+					return nil, fmt.Errorf("site: GET %s %s example %s: %w", path, r.Key, e.Key, err)
+				}
+				rv.Examples = append(rv.Examples, exampleView{Name: e.Key, JSON: j})
+			}
+		}
+		ov.Responses = append(ov.Responses, rv)
+	}
+	return ov, nil
+}
+
+func buildSchema(name string, s *schema) (schemaView, error) {
+	sv := schemaView{Name: name, Description: markdown(s.Description, 4)}
+	if len(s.Type) > 0 && !s.Type.is("object") {
+		sv.Type = typeHTML(s)
+		sv.Limits = limits(s, nil)
+	}
+	parts := []*schema{s}
+	for _, a := range s.AllOf {
+		if a.Ref != "" {
+			sv.Extends = append(sv.Extends, typeHTML(a))
+			continue
+		}
+		parts = append(parts, a)
+	}
+	for _, o := range s.OneOf {
+		sv.OneOf = append(sv.OneOf, typeHTML(o))
+	}
+	for _, part := range parts {
+		for _, p := range part.Properties {
+			sv.Props = append(sv.Props, propView{
+				Name: p.Key, Required: contains(part.Required, p.Key),
+				Type: typeHTML(p.Value), Limits: limits(p.Value, nil),
+				Description: markdown(p.Value.Description, 4),
+			})
+		}
+	}
+	for i := range s.Examples {
+		j, err := exampleJSON(&s.Examples[i])
+		if err != nil {
+			return sv, fmt.Errorf("site: schema %s: %w", name, err)
+		}
+		sv.Examples = append(sv.Examples, exampleView{Name: "example", JSON: j})
+	}
+	return sv, nil
+}
+
+func (t typeList) is(name string) bool { return contains(t, name) }
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// effective is s with a schema reference followed (a parameter's limits
+// may live in the schema it names: Venue, UniversalID, Date).
+func effective(s *schema, schemas map[string]*schema) *schema {
+	for range 8 { // references chain at most this deep
+		if s.Ref == "" || schemas == nil {
+			return s
+		}
+		r, ok := schemas[schemaName(s.Ref)]
+		if !ok {
+			return s
+		}
+		s = r
+	}
+	return s
+}
+
+// typeHTML is a schema's type as the reader sees it, schema references
+// linked to their section.
+func typeHTML(s *schema) template.HTML {
+	if s == nil {
+		return "any"
+	}
+	if s.Ref != "" {
+		n := schemaName(s.Ref)
+		return template.HTML(`<a href="#schema-` + html.EscapeString(n) + `">` + html.EscapeString(n) + `</a>`) //nolint:gosec // escaped name
+	}
+	var parts []string
+	for _, t := range s.Type {
+		switch {
+		case t == "array" && s.Items != nil:
+			parts = append(parts, "array of "+string(typeHTML(s.Items)))
+		case t == "object" && s.AdditionalProperties != nil:
+			key := "string"
+			if s.PropertyNames != nil {
+				key = string(typeHTML(s.PropertyNames))
+			}
+			parts = append(parts, "map "+key+" → "+string(typeHTML(s.AdditionalProperties)))
+		case t == "string" && s.Format != "":
+			parts = append(parts, "string ("+html.EscapeString(s.Format)+")")
+		default:
+			parts = append(parts, html.EscapeString(t))
+		}
+	}
+	for _, g := range []struct {
+		alts []*schema
+		sep  string
+	}{{s.OneOf, " | "}, {s.AllOf, " & "}} {
+		if len(g.alts) == 0 {
+			continue
+		}
+		var alts []string
+		for _, o := range g.alts {
+			alts = append(alts, string(typeHTML(o)))
+		}
+		parts = append(parts, strings.Join(alts, g.sep))
+	}
+	if len(parts) == 0 {
+		if s.Const.Kind != 0 {
+			return template.HTML("<code>" + html.EscapeString(s.Const.Value) + "</code>") //nolint:gosec // escaped
+		}
+		return "object"
+	}
+	return template.HTML(strings.Join(parts, " | ")) //nolint:gosec // built from escaped parts
+}
+
+// limits lists what a value must be: range, length, items, pattern, enum,
+// const, default. A referenced schema's limits are included when schemas
+// is given.
+func limits(s *schema, schemas map[string]*schema) []template.HTML {
+	s = effective(s, schemas)
+	var out []template.HTML
+	add := func(text string) { out = append(out, template.HTML(text)) } //nolint:gosec // callers escape
+	code := func(v string) string { return "<code>" + html.EscapeString(v) + "</code>" }
+	switch {
+	case s.Minimum != nil && s.Maximum != nil:
+		add(num(*s.Minimum) + "–" + num(*s.Maximum))
+	case s.Minimum != nil:
+		add("≥ " + num(*s.Minimum))
+	case s.Maximum != nil:
+		add("≤ " + num(*s.Maximum))
+	}
+	if s.ExclusiveMinimum != nil {
+		add("&gt; " + num(*s.ExclusiveMinimum))
+	}
+	switch {
+	case s.MinLength != nil && s.MaxLength != nil:
+		add(fmt.Sprintf("%d–%d characters", *s.MinLength, *s.MaxLength))
+	case s.MaxLength != nil:
+		add(fmt.Sprintf("at most %d characters", *s.MaxLength))
+	}
+	maxItems := s.MaxItems
+	distinct := ""
+	if s.MaxDistinctItems != nil {
+		maxItems, distinct = s.MaxDistinctItems, " distinct"
+	}
+	switch {
+	case s.MinItems != nil && maxItems != nil:
+		add(fmt.Sprintf("%d–%d%s items", *s.MinItems, *maxItems, distinct))
+	case maxItems != nil:
+		add(fmt.Sprintf("at most %d%s items", *maxItems, distinct))
+	case s.MinItems != nil:
+		add(fmt.Sprintf("at least %d items", *s.MinItems))
+	}
+	if len(s.Enum) > 0 {
+		var vals []string
+		for _, e := range s.Enum {
+			vals = append(vals, code(e.Value))
+		}
+		add("one of " + strings.Join(vals, ", "))
+	}
+	if s.Const.Kind != 0 {
+		add("always " + code(s.Const.Value))
+	}
+	if s.Pattern != "" {
+		add("pattern " + code(s.Pattern))
+	}
+	if s.Default.Kind != 0 {
+		d := s.Default.Value
+		if d == "" {
+			d = `""`
+		}
+		add("default " + code(d))
+	}
+	if s.Items != nil {
+		for _, l := range limits(s.Items, schemas) {
+			add("each item: " + string(l))
+		}
+	}
+	return out
+}
+
+func num(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// exampleJSON writes a YAML example as indented JSON, keeping key order.
+func exampleJSON(n *yaml.Node) (string, error) {
+	var b bytes.Buffer
+	if err := writeNode(&b, n, ""); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+func writeNode(b *bytes.Buffer, n *yaml.Node, indent string) error {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) != 1 {
+			return fmt.Errorf("example: want one document")
+		}
+		return writeNode(b, n.Content[0], indent)
+	case yaml.AliasNode:
+		return writeNode(b, n.Alias, indent)
+	case yaml.MappingNode, yaml.SequenceNode:
+		open, end, step := "[", "]", 1
+		if n.Kind == yaml.MappingNode {
+			open, end, step = "{", "}", 2
+		}
+		if len(n.Content) == 0 {
+			b.WriteString(open + end)
+			return nil
+		}
+		b.WriteString(open + "\n")
+		inner := indent + "  "
+		for i := 0; i < len(n.Content); i += step {
+			if i > 0 {
+				b.WriteString(",\n")
+			}
+			b.WriteString(inner)
+			v := n.Content[i]
+			if step == 2 {
+				k, _ := json.Marshal(n.Content[i].Value) //nolint:errchkjson // a string always marshals
+				b.Write(k)
+				b.WriteString(": ")
+				v = n.Content[i+1]
+			}
+			if err := writeNode(b, v, inner); err != nil {
+				return err
+			}
+		}
+		b.WriteString("\n" + indent + end)
+		return nil
+	case yaml.ScalarNode:
+		var v any
+		if err := n.Decode(&v); err != nil {
+			return fmt.Errorf("example line %d: %w", n.Line, err)
+		}
+		enc := json.NewEncoder(b)
+		enc.SetEscapeHTML(false) // the page escapes; "<key>" stays readable
+		if err := enc.Encode(v); err != nil {
+			return fmt.Errorf("example line %d: %w", n.Line, err)
+		}
+		b.Truncate(b.Len() - 1) // Encode's newline
+		return nil
+	}
+	return fmt.Errorf("example line %d: unexpected node", n.Line)
+}
