@@ -1,0 +1,324 @@
+package main
+
+// The documentation site in a real browser: headless Chromium (Debian's
+// package, installed by deploy/local/chromium.sh) loads the site from the
+// docs origin, sends requests with a real key to an API node on another
+// origin, and reads the answer through CORS; the same site opened from an
+// origin the API does not allow cannot read it.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/marketdata/marketdata/internal/testenv"
+)
+
+// chromiumPath is where Debian's chromium package puts the browser.
+const chromiumPath = "/usr/bin/chromium"
+
+// artifactsDir is where browser tests save screenshots: $MD_TEST_ARTIFACTS,
+// else test-artifacts/ at the repository's root.
+func artifactsDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("MD_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "test-artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("artifacts folder: %v", err)
+	}
+	return dir
+}
+
+// startDocs runs the docs server in-process on addr; stopped when the test
+// ends.
+func startDocs(t *testing.T, d *drill, addr, apiURL string) string {
+	t.Helper()
+	cfg := d.config()
+	cfg.DocsAddr, cfg.DocsAPIURLs = addr, []string{apiURL}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- runDocs(ctx, cfg, d.logger(), func(a string) { ready <- a }) }()
+	var bound string
+	select {
+	case bound = <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("docs exited at start: %v", err)
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatal("docs not listening 10 s after start")
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("docs stopped with: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("docs did not stop within 15 s")
+		}
+	})
+	return "http://" + bound
+}
+
+// newBrowser starts headless Chromium with a fresh profile; it is closed
+// when the test ends. Missing Chromium skips the test, or fails it in CI.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		testenv.Unavailable(t, "Chromium ("+chromiumPath+", Debian package chromium: deploy/local/chromium.sh)", err)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1440, 1000),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	t.Cleanup(func() {
+		cancelCtx()
+		cancelAlloc()
+	})
+	// The first call starts the browser, which lives as long as ctx: no
+	// timeout on it (chromedp.Run); each step below has its own.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// step runs the actions with a generous bound (the CI machine is loaded).
+func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(sctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// panelAnswer is what the try-it panel shows after a send.
+type panelAnswer struct {
+	Status    string // data-status: the HTTP status, or "failed"
+	Text      string // the status line
+	Remaining string // RateLimit-Remaining as shown ("" when absent)
+	Limit     string
+	RequestID string
+	Body      string
+}
+
+// sendFromPanel picks route, fills fields (input id suffix → value), sends,
+// and waits for the panel's answer.
+func sendFromPanel(t *testing.T, ctx context.Context, route string, fields map[string]string) panelAnswer {
+	t.Helper()
+	actions := []chromedp.Action[chromedp.Void]{
+		chromedp.SetValue(chromedp.ID("route"), route),
+		evalVoid(`document.getElementById("route").dispatchEvent(new Event("change"))`),
+	}
+	for name, v := range fields {
+		sel := chromedp.ID("f-" + route + "-" + name)
+		actions = append(actions, chromedp.SetValue(sel, ""), chromedp.SendKeys(sel, v))
+	}
+	// Removing the mark of the last answer tells this send's answer apart.
+	actions = append(actions,
+		evalVoid(`document.getElementById("status").removeAttribute("data-status")`),
+		chromedp.Click(chromedp.ID("send")),
+		chromedp.WaitVisible(chromedp.CSS(`#status[data-status]`)),
+	)
+	step(t, ctx, "send "+route+" from the panel", actions...)
+	header := func(name string) string {
+		return eval[string](t, ctx, `document.querySelector('[data-header="`+name+`"]').getAttribute("data-value") || ""`)
+	}
+	return panelAnswer{
+		Status:    eval[string](t, ctx, `document.getElementById("status").getAttribute("data-status")`),
+		Text:      eval[string](t, ctx, `document.getElementById("status").textContent`),
+		Remaining: header("RateLimit-Remaining"),
+		Limit:     header("RateLimit-Limit"),
+		RequestID: header("X-Request-Id"),
+		Body:      eval[string](t, ctx, `document.getElementById("body").textContent`),
+	}
+}
+
+// evalVoid is an action that evaluates expr for its effect.
+func evalVoid(expr string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Evaluate[any](expr)(ctx, tg)
+		return chromedp.Void{}, err
+	}
+}
+
+// screenshot saves the full page as a PNG under the artifacts folder.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(artifactsDir(t), name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// TestDocsSiteInBrowser: the try-it panel of the site served on the docs
+// origin calls the API node on another origin with a pasted key and shows
+// the 200, the RateLimit-Remaining header (counting down) and the body;
+// the key is kept nowhere but the page's memory; served from an origin the
+// API does not allow, the page cannot read the answer and says so.
+func TestDocsSiteInBrowser(t *testing.T) {
+	testenv.Integration(t, "PostgreSQL, Redis, NATS and Chromium")
+	if _, err := os.Stat(chromiumPath); err != nil {
+		testenv.Unavailable(t, "Chromium ("+chromiumPath+", Debian package chromium: deploy/local/chromium.sh)", err)
+	}
+	d := newDrill(t, testenv.Database(t), "", "")
+	d.sharedRedis()
+	d.sharedNATS()
+	// The docs port first: the API node allows exactly this origin.
+	docsAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	d.env["MD_DOCS_ORIGIN"] = "http://" + docsAddr
+	d.env["MD_RATE_LIMIT"] = "1000"
+	d.migrate()
+	d.startIngest()
+	d.feed(300)
+	d.caughtUp(60 * time.Second)
+	keyID, secret := d.newKey()
+	api := d.startAPI()
+	apiURL := "http://" + api.http
+
+	// What the API answers directly: the page must show the same data.
+	var direct struct {
+		Data []struct {
+			UniversalID string `json:"universal_id"`
+		} `json:"data"`
+	}
+	code, body, err := get(http.DefaultClient, api.http, "/public/v1/events?limit=3", secret)
+	if err != nil || code != 200 {
+		t.Fatalf("GET /events directly: %d %s %v", code, body, err)
+	}
+	if err := json.Unmarshal([]byte(body), &direct); err != nil || len(direct.Data) == 0 {
+		t.Fatalf("GET /events directly: no events (%v): %s", err, body)
+	}
+
+	originA := startDocs(t, d, docsAddr, apiURL)
+	if originA != d.env["MD_DOCS_ORIGIN"] {
+		t.Fatalf("docs served at %s, want %s", originA, d.env["MD_DOCS_ORIGIN"])
+	}
+	ctx := newBrowser(t)
+	step(t, ctx, "load the site from "+originA,
+		chromedp.Navigate(originA+"/"),
+		chromedp.WaitVisible(chromedp.ID("tryit-ui")),
+		chromedp.SendKeys(chromedp.ID("api-key"), secret),
+	)
+	if eval[bool](t, ctx, `!document.getElementById("origin-warning").hidden`) {
+		t.Error("the page served on MD_DOCS_ORIGIN warns about its origin")
+	}
+
+	first := sendFromPanel(t, ctx, "listEvents", map[string]string{"limit": "3"})
+	t.Logf("first send: %+v", first)
+	if first.Status != "200" {
+		t.Fatalf("panel status %q (%s), want 200", first.Status, first.Text)
+	}
+	var shown struct {
+		Data []struct {
+			UniversalID string `json:"universal_id"`
+		} `json:"data"`
+		NextCursor *string `json:"next_cursor"`
+	}
+	if err := json.Unmarshal([]byte(first.Body), &shown); err != nil {
+		t.Fatalf("panel body is not the JSON answer: %v\n%s", err, first.Body)
+	}
+	if len(shown.Data) != 3 || shown.Data[0].UniversalID != direct.Data[0].UniversalID {
+		t.Errorf("panel shows events %+v, the API answers %+v", shown.Data, direct.Data)
+	}
+	if first.Limit != "1000" {
+		t.Errorf("RateLimit-Limit shown %q, want 1000", first.Limit)
+	}
+	if first.RequestID == "" {
+		t.Error("X-Request-Id not shown")
+	}
+	r1, err := strconv.Atoi(first.Remaining)
+	if err != nil {
+		t.Fatalf("RateLimit-Remaining shown %q: not a number", first.Remaining)
+	}
+
+	second := sendFromPanel(t, ctx, "getKey", nil)
+	t.Logf("second send: %+v", second)
+	if second.Status != "200" {
+		t.Fatalf("panel status %q (%s), want 200", second.Status, second.Text)
+	}
+	if !strings.Contains(second.Body, `"key_id": "`+keyID+`"`) || !strings.Contains(second.Body, `"last4": "`+secret[len(secret)-4:]+`"`) {
+		t.Errorf("panel body of /key lacks the key's id %s or last4:\n%s", keyID, second.Body)
+	}
+	r2, err := strconv.Atoi(second.Remaining)
+	if err != nil || r2 >= r1 {
+		t.Errorf("RateLimit-Remaining %q after %d: want a smaller number", second.Remaining, r1)
+	}
+
+	// The key is in no storage, cookie, URL or history entry of the page.
+	kept := eval[string](t, ctx, `JSON.stringify({
+		local: Object.entries(localStorage), session: Object.entries(sessionStorage),
+		cookie: document.cookie, href: location.href, state: history.state,
+		html: document.documentElement.outerHTML})`)
+	if strings.Contains(kept, secret) || strings.Contains(kept, secret[9:]) {
+		t.Error("the key is kept in storage, a cookie, the URL, the history or the page's markup")
+	}
+	screenshot(t, ctx, "docs-origin-allowed.png")
+
+	// The same site from an origin the API does not allow: the browser
+	// sends, but the page cannot read the answer.
+	originB := startDocs(t, d, fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), apiURL)
+	step(t, ctx, "load the site from "+originB,
+		chromedp.Navigate(originB+"/"),
+		chromedp.WaitVisible(chromedp.ID("tryit-ui")),
+		chromedp.SendKeys(chromedp.ID("api-key"), secret),
+	)
+	refused := sendFromPanel(t, ctx, "getKey", nil)
+	t.Logf("send from %s: %+v", originB, refused)
+	if refused.Status != "failed" || !strings.Contains(refused.Text, "could not read the answer") {
+		t.Errorf("from a not-allowed origin the panel shows %q (%s); want the CORS failure", refused.Status, refused.Text)
+	}
+	if refused.Body != "" || refused.Remaining != "" {
+		t.Errorf("from a not-allowed origin the panel shows a body %q or RateLimit-Remaining %q", refused.Body, refused.Remaining)
+	}
+	if !eval[bool](t, ctx, `!document.getElementById("origin-warning").hidden`) {
+		t.Error("the page on a not-allowed origin does not warn about its origin")
+	}
+	screenshot(t, ctx, "docs-origin-refused.png")
+}
