@@ -181,20 +181,30 @@ func evalVoid(expr string) chromedp.Action[chromedp.Void] {
 	}
 }
 
-// screenshot saves the full page as a PNG under the artifacts folder.
-func screenshot(t *testing.T, ctx context.Context, name string) {
+// screenshots saves two PNGs under the artifacts folder: name.png, the
+// full page, and name-panel.png, the window as the user sees it with the
+// panel's answer scrolled into view.
+func screenshots(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	full, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
-	path := filepath.Join(artifactsDir(t), name)
-	if err := os.WriteFile(path, png, 0o644); err != nil {
-		t.Fatal(err)
+	step(t, ctx, "scroll to the answer", evalVoid(`document.getElementById("result").scrollIntoView({block: "end"})`))
+	view, err := chromedp.Run(sctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
 	}
-	t.Logf("screenshot: %s", path)
+	dir := artifactsDir(t)
+	for file, png := range map[string][]byte{name + ".png": full, name + "-panel.png": view} {
+		path := filepath.Join(dir, file)
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s", path)
+	}
 }
 
 // TestDocsSiteInBrowser: the try-it panel of the site served on the docs
@@ -299,7 +309,7 @@ func TestDocsSiteInBrowser(t *testing.T) {
 	if strings.Contains(kept, secret) || strings.Contains(kept, secret[9:]) {
 		t.Error("the key is kept in storage, a cookie, the URL, the history or the page's markup")
 	}
-	screenshot(t, ctx, "docs-origin-allowed.png")
+	screenshots(t, ctx, "docs-origin-allowed")
 
 	// The same site from an origin the API does not allow: the browser
 	// sends, but the page cannot read the answer.
@@ -320,5 +330,5 @@ func TestDocsSiteInBrowser(t *testing.T) {
 	if !eval[bool](t, ctx, `!document.getElementById("origin-warning").hidden`) {
 		t.Error("the page on a not-allowed origin does not warn about its origin")
 	}
-	screenshot(t, ctx, "docs-origin-refused.png")
+	screenshots(t, ctx, "docs-origin-refused")
 }

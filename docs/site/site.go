@@ -11,6 +11,7 @@ package site
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -49,17 +50,25 @@ var ShownHeaders = []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit
 
 // Site serves the documentation site.
 type Site struct {
-	index  []byte
-	etag   string
-	spec   []byte
+	index  asset
+	spec   asset
 	assets map[string]asset
 	csp    string
 }
 
+// asset is one file the site serves, with its gzip form.
 type asset struct {
-	body        []byte
+	body, gz    []byte
 	contentType string
 	etag        string
+}
+
+func newAsset(body []byte, contentType string) asset {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression) // a valid level: no error
+	_, _ = zw.Write(body)                                    // writes to memory do not fail
+	_ = zw.Close()
+	return asset{body: body, gz: buf.Bytes(), contentType: contentType, etag: etag(body)}
 }
 
 // New renders the page once from cfg.Spec and returns the site. It fails
@@ -89,13 +98,13 @@ func New(cfg Config) (*Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Site{spec: cfg.Spec, assets: map[string]asset{}}
+	s := &Site{spec: newAsset(cfg.Spec, "application/yaml; charset=utf-8"), assets: map[string]asset{}}
 	for name, ct := range map[string]string{"app.js": "text/javascript; charset=utf-8", "site.css": "text/css; charset=utf-8"} {
 		b, err := assets.ReadFile("assets/" + name)
 		if err != nil {
 			return nil, fmt.Errorf("site: %w", err)
 		}
-		s.assets["/static/"+name] = asset{body: b, contentType: ct, etag: etag(b)}
+		s.assets["/static/"+name] = newAsset(b, ct)
 	}
 	streamID := ""
 	for _, g := range v.Groups {
@@ -122,8 +131,7 @@ func New(cfg Config) (*Site, error) {
 	if err != nil {
 		return nil, fmt.Errorf("site: render: %w", err)
 	}
-	s.index = buf.Bytes()
-	s.etag = etag(s.index)
+	s.index = newAsset(buf.Bytes(), "text/html; charset=utf-8")
 	s.csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 		"connect-src " + strings.Join(origins, " ") + "; " +
 		"frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
@@ -164,11 +172,11 @@ func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.URL.Path {
 	case "/", "/index.html":
-		s.content(w, r, "text/html; charset=utf-8", s.etag, s.index)
+		serve(w, r, s.index)
 	case "/openapi.yaml":
 		h.Set("Access-Control-Allow-Origin", "*") // a public document: tools may fetch it
 		h.Set("Cross-Origin-Resource-Policy", "cross-origin")
-		s.content(w, r, "application/yaml; charset=utf-8", etag(s.spec), s.spec)
+		serve(w, r, s.spec)
 	case "/healthz":
 		h.Set("Cache-Control", "no-store")
 		plain(w, http.StatusOK, "ok")
@@ -178,20 +186,41 @@ func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			plain(w, http.StatusNotFound, "not found: "+notFoundHint)
 			return
 		}
-		s.content(w, r, a.contentType, a.etag, a.body)
+		serve(w, r, a)
 	}
 }
 
 const notFoundHint = "the documentation is at /"
 
-// content serves body with its ETag; browsers revalidate on every load
-// (no-cache), so a new binary's page is seen at once.
-func (s *Site) content(w http.ResponseWriter, r *http.Request, contentType, tag string, body []byte) {
+// serve answers with a (gzipped when the client takes gzip) and its ETag;
+// browsers revalidate on every load (no-cache), so a new binary's page is
+// seen at once.
+func serve(w http.ResponseWriter, r *http.Request, a asset) {
 	h := w.Header()
-	h.Set("Content-Type", contentType)
+	h.Set("Content-Type", a.contentType)
 	h.Set("Cache-Control", "no-cache")
+	h.Add("Vary", "Accept-Encoding")
+	body, tag := a.body, a.etag
+	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+		body, tag = a.gz, strings.TrimSuffix(a.etag, `"`)+`-gz"`
+		h.Set("Content-Encoding", "gzip")
+	}
 	h.Set("ETag", tag)
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+}
+
+// acceptsGzip reports whether an Accept-Encoding value takes gzip (not
+// refused with q=0).
+func acceptsGzip(v string) bool {
+	for part := range strings.SplitSeq(v, ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if !strings.EqualFold(strings.TrimSpace(name), "gzip") {
+			continue
+		}
+		q := strings.ReplaceAll(params, " ", "")
+		return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+	}
+	return false
 }
 
 func plain(w http.ResponseWriter, status int, msg string) {

@@ -1,6 +1,8 @@
 package site
 
 import (
+	"bytes"
+	"compress/gzip"
 	"html"
 	"io"
 	"net/http"
@@ -187,6 +189,7 @@ func TestReferenceContent(t *testing.T) {
 		`<a href="#schema-EventPage">EventPage</a>`,
 		`&#34;universal_id&#34;: &#34;ev-fed-rate-2025-06&#34;`, // an example, in document order
 		`<td><code>4401</code></td>`,                            // the stream's close codes
+		`<td><a href="#schema-Error">Error</a></td></tr>`,       // an error answer's body
 		`id="api-key" type="password" autocomplete="off"`,
 	} {
 		if !strings.Contains(page, want) {
@@ -279,6 +282,46 @@ func TestRoutes(t *testing.T) {
 	s.ServeHTTP(rec, req)
 	if rec.Code != http.StatusNotModified {
 		t.Errorf("If-None-Match with the page's ETag: %d, want 304", rec.Code)
+	}
+}
+
+// TestGzip: a client that takes gzip gets the same bytes compressed, under
+// a tag of their own; one that refuses it (q=0) gets them plain.
+func TestGzip(t *testing.T) {
+	s := newSite(t)
+	_, plainPage := get(t, s, "GET", "/")
+	for _, c := range []struct {
+		accept string
+		gz     bool
+	}{{"gzip, deflate, br", true}, {"br;q=1, GZIP;q=0.5", true}, {"gzip;q=0", false}, {"", false}, {"deflate", false}} {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Header.Set("Accept-Encoding", c.accept)
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		res := rec.Result()
+		body := rec.Body.Bytes()
+		if got := res.Header.Get("Content-Encoding") == "gzip"; got != c.gz {
+			t.Errorf("Accept-Encoding %q: gzip %v, want %v", c.accept, got, c.gz)
+			continue
+		}
+		if !strings.Contains(res.Header.Get("Vary"), "Accept-Encoding") {
+			t.Errorf("Accept-Encoding %q: no Vary: Accept-Encoding", c.accept)
+		}
+		if c.gz {
+			zr, err := gzip.NewReader(bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if body, err = io.ReadAll(zr); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasSuffix(res.Header.Get("ETag"), `-gz"`) {
+				t.Errorf("gzip answer's ETag %q is the plain one's", res.Header.Get("ETag"))
+			}
+		}
+		if string(body) != plainPage {
+			t.Errorf("Accept-Encoding %q: the page differs", c.accept)
+		}
 	}
 }
 

@@ -355,7 +355,15 @@ func typeHTML(s *schema) template.HTML {
 		}
 		var alts []string
 		for _, o := range g.alts {
+			if g.sep == " & " && o.Ref == "" && len(o.Type) == 0 {
+				// A part that only narrows the others (an error answer's
+				// code): the response's description says it.
+				continue
+			}
 			alts = append(alts, string(typeHTML(o)))
+		}
+		if len(alts) == 0 {
+			continue
 		}
 		parts = append(parts, strings.Join(alts, g.sep))
 	}
