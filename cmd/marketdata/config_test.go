@@ -26,7 +26,9 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if c.HTTPAddr != "127.0.0.1:8080" || c.AdminAddr != "127.0.0.1:9090" || c.RateLimit != 1200 ||
 		c.RateWindow != time.Minute || c.AuthFailLimit != 20 || c.AuthFailWindow != 300*time.Second ||
 		c.ResolvedRetention != 168*time.Hour || c.DatabaseReadURL != c.DatabaseURL || c.RedisPrefix != "md:" ||
-		c.MaxConns != 20000 || c.KeyStaleMax != 10*time.Minute || c.StreamReplicas != 1 {
+		c.MaxConns != 20000 || c.KeyStaleMax != 10*time.Minute || c.StreamReplicas != 1 ||
+		c.DocsAddr != "127.0.0.1:8081" || c.DocsOrigin != "http://127.0.0.1:8081" ||
+		len(c.DocsAPIURLs) != 1 || c.DocsAPIURLs[0] != "http://127.0.0.1:8080" {
 		t.Errorf("defaults: got %+v", c)
 	}
 }
@@ -56,6 +58,10 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		{"MD_AUTHFAIL_WINDOW", "999ms", secretsUnused},
 		{"MD_AUTHFAIL_WINDOW", "-5m", secretsUnused},
 		{"MD_DOCS_ORIGIN", "docs.example.com", secretsUnused},
+		{"MD_DOCS_ADDR", "8081", secretsUnused},
+		{"MD_DOCS_API_URL", "api.example.com", secretsUnused},
+		{"MD_DOCS_API_URL", "https://api.example.com,ftp://x", secretsUnused},
+		{"MD_DOCS_API_URL", "https://user:pw@api.example.com", secretsUnused},
 		{"MD_APP_ORIGINS", "https://ok.example,ftp://bad.example", secretsUnused},
 		{"MD_TRUSTED_PROXIES", "10.0.0.0/33", secretsUnused},
 		{"MD_RESOLVED_RETENTION", "week", secretsUnused},
@@ -89,6 +95,30 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 				t.Errorf("got %v, want an error starting with %q", err, c.name+": ")
 			}
 		})
+	}
+}
+
+// TestDocsAPIURLs: MD_DOCS_API_URL as given (trailing slashes dropped), or
+// the API node of MD_HTTP_ADDR as a browser on this machine reaches it.
+func TestDocsAPIURLs(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want []string
+	}{
+		{nil, []string{"http://127.0.0.1:8080"}},
+		{map[string]string{"MD_HTTP_ADDR": "0.0.0.0:9000"}, []string{"http://127.0.0.1:9000"}},
+		{map[string]string{"MD_HTTP_ADDR": ":9000"}, []string{"http://127.0.0.1:9000"}},
+		{map[string]string{"MD_HTTP_ADDR": "10.1.2.3:80"}, []string{"http://10.1.2.3:80"}},
+		{map[string]string{"MD_DOCS_API_URL": " https://api.example.com/ , http://127.0.0.1:8080/gw "},
+			[]string{"https://api.example.com", "http://127.0.0.1:8080/gw"}},
+	} {
+		cfg, err := LoadConfig(envOf(c.env), secretsUnused)
+		if err != nil {
+			t.Fatalf("%v: %v", c.env, err)
+		}
+		if strings.Join(cfg.DocsAPIURLs, " ") != strings.Join(c.want, " ") {
+			t.Errorf("%v: DocsAPIURLs %q, want %q", c.env, cfg.DocsAPIURLs, c.want)
+		}
 	}
 }
 
@@ -300,12 +330,12 @@ func TestConfigurationDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := map[string]bool{"MD_DATABASE_READ_URL": true, "MD_APP_ORIGINS": true, "MD_TRUSTED_PROXIES": true,
-		"MD_CURSOR_SECRET": true, "MD_KEY_PEPPER": true, "--expires-in": true}
+		"MD_CURSOR_SECRET": true, "MD_KEY_PEPPER": true, "--expires-in": true, "MD_DOCS_API_URL": true}
 	for name := range envDefaults() {
 		names[name] = true
 	}
 	root := newRoot(envOf(nil), nil, nil)
-	for _, path := range [][]string{{"api"}, {"ingest"}, {"feed"}, {"dev"}, {"cache", "rebuild"}} {
+	for _, path := range [][]string{{"api"}, {"ingest"}, {"feed"}, {"dev"}, {"cache", "rebuild"}, {"docs"}} {
 		cmd, _, err := root.Find(path)
 		if err != nil {
 			t.Fatal(err)
