@@ -288,6 +288,18 @@ func TestDocsSiteInBrowser(t *testing.T) {
 		t.Fatalf("RateLimit-Remaining shown %q: not a number", first.Remaining)
 	}
 
+	// The panel checks nothing the API checks: a limit out of range is
+	// sent as typed, and the API's 422 is shown, counted in the window.
+	invalid := sendFromPanel(t, ctx, "listEvents", map[string]string{"limit": "101"})
+	t.Logf("invalid send: %+v", invalid)
+	if invalid.Status != "422" || !strings.Contains(invalid.Body, `"code": "invalid_request"`) {
+		t.Errorf("limit=101: panel shows %q with body %s; want the API's 422 invalid_request", invalid.Status, invalid.Body)
+	}
+	r2, err := strconv.Atoi(invalid.Remaining)
+	if err != nil || r2 >= r1 {
+		t.Errorf("RateLimit-Remaining %q after %d: want a smaller number", invalid.Remaining, r1)
+	}
+
 	second := sendFromPanel(t, ctx, "getKey", nil)
 	t.Logf("second send: %+v", second)
 	if second.Status != "200" {
@@ -296,9 +308,8 @@ func TestDocsSiteInBrowser(t *testing.T) {
 	if !strings.Contains(second.Body, `"key_id": "`+keyID+`"`) || !strings.Contains(second.Body, `"last4": "`+secret[len(secret)-4:]+`"`) {
 		t.Errorf("panel body of /key lacks the key's id %s or last4:\n%s", keyID, second.Body)
 	}
-	r2, err := strconv.Atoi(second.Remaining)
-	if err != nil || r2 >= r1 {
-		t.Errorf("RateLimit-Remaining %q after %d: want a smaller number", second.Remaining, r1)
+	if r3, err := strconv.Atoi(second.Remaining); err != nil || r3 >= r2 {
+		t.Errorf("RateLimit-Remaining %q after %d: want a smaller number", second.Remaining, r2)
 	}
 
 	// The key is in no storage, cookie, URL or history entry of the page.
