@@ -188,7 +188,7 @@ func TestReferenceContent(t *testing.T) {
 		`<article class="schema" id="schema-EventSummary">`,
 		`<a href="#schema-EventPage">EventPage</a>`,
 		`&#34;universal_id&#34;: &#34;ev-fed-rate-2025-06&#34;`, // an example, in document order
-		`<td><code>4401</code></td>`,                            // the stream's close codes
+		`<td>4401</td><td>the key was revoked or expired</td>`,  // the stream's close codes
 		`<td><a href="#schema-Error">Error</a></td></tr>`,       // an error answer's body
 		`id="api-key" type="password" autocomplete="off"`,
 	} {

@@ -55,9 +55,9 @@ type operation struct {
 	Scope       *string               `yaml:"x-required-scope"`
 	Parameters  []*parameter          `yaml:"parameters"`
 	Responses   ordered[*response]    `yaml:"responses"`
-	WebSocket   *struct {
-		CloseCodes ordered[string] `yaml:"close-codes"`
-	} `yaml:"x-websocket-messages"`
+	// WebSocket marks the stream route (its messages and close codes are
+	// in its description too, which the page shows).
+	WebSocket *yaml.Node `yaml:"x-websocket-messages"`
 }
 
 type parameter struct {

@@ -43,7 +43,6 @@ type opView struct {
 	WebSocket                 bool
 	Params                    []paramView
 	Responses                 []respView
-	CloseCodes                []entry[string]
 }
 
 type paramView struct {
@@ -170,9 +169,6 @@ func buildOp(path string, op *operation, schemas map[string]*schema) (*opView, e
 	}
 	if op.Scope != nil {
 		ov.Scope = *op.Scope
-	}
-	if op.WebSocket != nil {
-		ov.CloseCodes = op.WebSocket.CloseCodes
 	}
 	for _, p := range op.Parameters {
 		if p.Schema == nil {

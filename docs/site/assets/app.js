@@ -73,6 +73,7 @@
   function setStatus(text, state) {
     statusEl.textContent = text;
     statusEl.setAttribute("data-state", state);
+    result.setAttribute("data-state", state);
     result.hidden = false;
   }
 
