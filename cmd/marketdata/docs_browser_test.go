@@ -312,6 +312,19 @@ func TestDocsSiteInBrowser(t *testing.T) {
 		t.Errorf("RateLimit-Remaining %q after %d: want a smaller number", second.Remaining, r2)
 	}
 
+	// An API the operator did not list is refused by the page (its CSP
+	// would refuse the connection anyway), saying which it may call.
+	step(t, ctx, "point the panel at another API", chromedp.SetValue(chromedp.ID("api-url"), "http://127.0.0.1:1"))
+	elsewhere := sendFromPanel(t, ctx, "getKey", nil)
+	if elsewhere.Status != "invalid" || !strings.Contains(elsewhere.Text, "only to "+apiURL) {
+		t.Errorf("a not-listed API: panel shows %q (%s); want a refusal naming %s", elsewhere.Status, elsewhere.Text, apiURL)
+	}
+	step(t, ctx, "point the panel back", chromedp.SetValue(chromedp.ID("api-url"), apiURL))
+	again := sendFromPanel(t, ctx, "getKey", nil)
+	if again.Status != "200" {
+		t.Errorf("back on the listed API: panel shows %q (%s)", again.Status, again.Text)
+	}
+
 	// The key is in no storage, cookie, URL or history entry of the page.
 	kept := eval[string](t, ctx, `JSON.stringify({
 		local: Object.entries(localStorage), session: Object.entries(sessionStorage),

@@ -18,6 +18,9 @@
   var forms = Array.prototype.slice.call(document.querySelectorAll("fieldset.form"));
   var inFlight = null;
   var keyChars = /^[A-Za-z0-9_-]+$/;
+  var allowedOrigins = Array.prototype.map.call(document.querySelectorAll("#api-urls option"), function (o) {
+    return new URL(o.value).origin;
+  });
 
   // A page opened from another origin than the one the API allows gets
   // every answer refused by the browser: say so before the user tries.
@@ -77,6 +80,12 @@
     result.hidden = false;
   }
 
+  // refuse shows why a request was not sent.
+  function refuse(text) {
+    setStatus(text, "invalid");
+    statusEl.setAttribute("data-status", "invalid");
+  }
+
   function clearAnswer() {
     bodyEl.textContent = "";
     Array.prototype.forEach.call(document.querySelectorAll("[data-header]"), function (td) {
@@ -95,6 +104,12 @@
     }
     if (base.protocol !== "http:" && base.protocol !== "https:") {
       throw new Error("The API base URL must be http:// or https://.");
+    }
+    // The page's CSP lets it connect to the listed APIs only: say so
+    // rather than let the browser's refusal look like a network error.
+    if (allowedOrigins.indexOf(base.origin) < 0) {
+      throw new Error("This site sends requests only to " + allowedOrigins.join(", ") +
+        " (set by its operator: MD_DOCS_API_URL or marketdata docs --api-url).");
     }
     var path = form.getAttribute("data-path");
     var query = new URLSearchParams();
@@ -127,11 +142,12 @@
     var form = currentForm();
     if (!form || form.hasAttribute("data-websocket")) { return; }
     clearAnswer();
+    statusEl.removeAttribute("data-status");
     var req;
     try {
       req = buildURL(form);
     } catch (e) {
-      setStatus(e.message, "invalid");
+      refuse(e.message);
       return;
     }
     var headers = req.headers;
@@ -140,7 +156,7 @@
     if (needsKey) {
       var key = keyInput.value.trim();
       if (key !== "" && !keyChars.test(key)) {
-        setStatus("The key holds characters no API key has; paste the whole secret (mdk_live_…).", "invalid");
+        refuse("The key holds characters no API key has; paste the whole secret (mdk_live_…).");
         return;
       }
       if (key !== "") { headers.Authorization = "Bearer " + key; }
