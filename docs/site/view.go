@@ -56,13 +56,11 @@ type paramView struct {
 
 // fieldView is a parameter's input in the try-it panel.
 type fieldView struct {
-	Kind                    string // "number", "text" or "select"
-	Min, Max, Default       string
-	Pattern, MaxLength      string
-	Placeholder             string
-	Options                 []string
-	Comma                   bool // an array sent comma-separated (style form, explode false)
-	HeaderName, PathPattern string
+	Kind              string // "number", "text" or "select"
+	Min, Max, Default string
+	MaxLength         string
+	Placeholder       string
+	Options           []string
 }
 
 type respView struct {
@@ -206,7 +204,7 @@ func buildOp(path string, op *operation, schemas map[string]*schema) (*opView, e
 			f.Default = eff.Default.Value
 		}
 		if eff.Type.is("array") {
-			f.Comma = p.Style == "form" && p.Explode != nil && !*p.Explode
+			// Sent as typed: the API takes the form style, comma-separated.
 			f.Placeholder = "id-1,id-2"
 		}
 		if p.In == "path" {
@@ -214,10 +212,6 @@ func buildOp(path string, op *operation, schemas map[string]*schema) (*opView, e
 		}
 		if eff.Format == "date" {
 			f.Placeholder = "YYYY-MM-DD"
-		}
-		if p.In == "header" {
-			f.HeaderName = p.Name
-			f.Placeholder = `"etag" of an earlier 200`
 		}
 		ov.Params = append(ov.Params, pv)
 	}

@@ -113,7 +113,6 @@
     }
     var path = form.getAttribute("data-path");
     var query = new URLSearchParams();
-    var headers = {};
     var fields = form.querySelectorAll("[data-param]");
     for (var i = 0; i < fields.length; i++) {
       var f = fields[i], name = f.getAttribute("data-param"), where = f.getAttribute("data-in");
@@ -126,14 +125,12 @@
         path = path.replace("{" + name + "}", encodeURIComponent(value));
       } else if (where === "query") {
         query.set(name, value);
-      } else if (where === "header") {
-        headers[name] = value;
       }
     }
     var u = new URL(base.href.replace(/\/+$/, "") + path);
     var qs = query.toString();
     u.search = qs ? "?" + qs : "";
-    return { url: u, headers: headers };
+    return u;
   }
 
   function shellQuote(s) { return "'" + s.replace(/'/g, "'\\''") + "'"; }
@@ -143,14 +140,15 @@
     if (!form || form.hasAttribute("data-websocket")) { return; }
     clearAnswer();
     statusEl.removeAttribute("data-status");
-    var req;
+    var url;
     try {
-      req = buildURL(form);
+      url = buildURL(form);
     } catch (e) {
       refuse(e.message);
       return;
     }
-    var headers = req.headers;
+    // Only Authorization: the API's CORS lets a page send no other header.
+    var headers = {};
     var needsKey = !form.hasAttribute("data-nokey");
     var curl = "curl -si";
     if (needsKey) {
@@ -162,11 +160,8 @@
       if (key !== "") { headers.Authorization = "Bearer " + key; }
       curl += " -H 'Authorization: Bearer '\"$MD_KEY\"";
     }
-    Object.keys(headers).forEach(function (h) {
-      if (h !== "Authorization") { curl += " -H " + shellQuote(h + ": " + headers[h]); }
-    });
-    curlEl.textContent = curl + " " + shellQuote(req.url.href);
-    requestEl.textContent = "GET " + req.url.href;
+    curlEl.textContent = curl + " " + shellQuote(url.href);
+    requestEl.textContent = "GET " + url.href;
 
     if (inFlight) { inFlight.abort(); }
     var ctl = new AbortController();
@@ -176,7 +171,7 @@
     setStatus("Sending…", "pending");
     send.disabled = true;
 
-    fetch(req.url.href, {
+    fetch(url.href, {
       method: "GET",
       headers: headers,
       mode: "cors",
@@ -187,6 +182,7 @@
       signal: ctl.signal
     }).then(function (res) {
       return res.text().then(function (text) {
+        if (ctl !== inFlight) { return; } // replaced by a newer request
         var ms = Math.round(performance.now() - started);
         setStatus(res.status + " " + (res.statusText || "") + " · " + ms + " ms", res.ok ? "ok" : "error");
         statusEl.setAttribute("data-status", String(res.status));
@@ -209,13 +205,13 @@
         return;
       }
       setStatus("The browser could not read the answer. Either the API cannot be reached at " +
-        req.url.origin + ", or it does not allow this page's origin (" + window.location.origin +
+        url.origin + ", or it does not allow this page's origin (" + window.location.origin +
         ") to read its answers (CORS: the API allows MD_DOCS_ORIGIN and MD_APP_ORIGINS only). " +
         "The browser's console shows which.", "failed");
     }).finally(function () {
       clearTimeout(timer);
       if (inFlight === ctl) { inFlight = null; }
-      send.disabled = false;
+      showForm(); // enables Send unless the route now picked cannot be sent
     });
   });
 })();
