@@ -187,7 +187,7 @@ func (g *Generator) settle(m *market, result string, now time.Time) {
 	g.emit(g.marketMsg(m), g.priceMsg(m))
 }
 
-// requoteAll requotes every venue of m after its fair value moved, as a new
+// requoteAll requotes every venue of m at its current fair value, as a new
 // price version.
 func (g *Generator) requoteAll(m *market, now time.Time) {
 	for _, q := range m.quotes {
@@ -195,6 +195,7 @@ func (g *Generator) requoteAll(m *market, now time.Time) {
 			g.requote(m, q)
 		}
 	}
+	m.quotedP = m.p
 	m.priceVersion++
 	m.priceTS = now
 }
@@ -269,8 +270,7 @@ func (g *Generator) updateEvent(e *event, now time.Time) {
 		g.listMarket(m, v)
 		m.updatedAt = now
 		m.version++
-		m.priceVersion++
-		m.priceTS = now
+		g.requoteAll(m, now) // its other venues too: their quotes may lag the fair value
 		g.emit(g.marketMsg(m))
 		listed = append(listed, m)
 	}

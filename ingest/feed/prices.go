@@ -30,6 +30,9 @@ const (
 	// ask, and then by a cent or so.
 	venueBias  = 0.003
 	quoteNoise = 0.002
+	// staleLimit is how far a market's fair value may move, through its
+	// siblings' steps, before its quotes are refreshed.
+	staleLimit = 0.015
 )
 
 // quote is one venue's top of book for a market, in ticks of 1/unit.
@@ -91,6 +94,27 @@ func (e *event) reprice() {
 	}
 }
 
+// priceChange moves m's fair value and publishes its new quotes. When the
+// move shifts a sibling's fair value (an exclusive event's other outcomes,
+// the other thresholds of a ladder) more than staleLimit away from where the
+// sibling was last quoted, the sibling is requoted and published too, so
+// that what consumers see stays coherent across the event.
+func (g *Generator) priceChange(m *market, now time.Time) {
+	g.step(m)
+	m.priceVersion++
+	m.priceTS = now
+	g.emit(g.priceMsg(m))
+	if m.ev.kind == binary {
+		return
+	}
+	for _, s := range m.ev.markets {
+		if s != m && s.status == store.StatusActive && math.Abs(s.p-s.quotedP) > staleLimit {
+			g.requoteAll(s, now)
+			g.emit(g.priceMsg(s))
+		}
+	}
+}
+
 // step moves the fair values one step of their random walk and requotes
 // every venue m is listed on. A ladder's latent mean moves (all its
 // thresholds follow); an outcome's or a binary market's logit moves (an
@@ -116,6 +140,7 @@ func (g *Generator) step(m *market) {
 			q.vol *= 0.999 // yesterday's volume rolls out of the 24 hours
 		}
 	}
+	m.quotedP = m.p
 }
 
 // requote sets bid and ask around the venue's view of the fair value, keeping

@@ -107,6 +107,9 @@ func fedDecision(r *rand.Rand, now time.Time, n int) (draft, bool) {
 }
 
 func cpiPrint(r *rand.Rand, now time.Time, n int) (draft, bool) {
+	if n > 20 {
+		return draft{}, false
+	}
 	d := futureDay(r, now, 20, 300)
 	mu := 2.2 + 0.15*r.NormFloat64() + 0.4*r.Float64()
 	th := around(n, mu, 0.1, 0.1)
@@ -118,6 +121,9 @@ func cpiPrint(r *rand.Rand, now time.Time, n int) (draft, bool) {
 }
 
 func unemployment(r *rand.Rand, now time.Time, n int) (draft, bool) {
+	if n > 20 {
+		return draft{}, false
+	}
 	d := futureDay(r, now, 20, 300)
 	mu := 4.1 + 0.25*r.NormFloat64()
 	th := around(n, mu, 0.1, 0.1)
@@ -129,6 +135,9 @@ func unemployment(r *rand.Rand, now time.Time, n int) (draft, bool) {
 }
 
 func gdpGrowth(r *rand.Rand, now time.Time, n int) (draft, bool) {
+	if n > 12 {
+		return draft{}, false
+	}
 	d := futureDay(r, now, 60, 500)
 	q := (int(d.Month())-1)/3 + 1
 	mu := 1.8 + 0.8*r.NormFloat64()
@@ -156,29 +165,36 @@ func governorRace(r *rand.Rand, now time.Time, n int) (draft, bool) {
 // snapElection is a "by <date>" ladder: the chance of an election by a date
 // grows with the date.
 func snapElection(r *rand.Rand, now time.Time, n int) (draft, bool) {
+	if n > 12 {
+		return draft{}, false
+	}
 	c := pick(r, countries)
-	d := futureDay(r, now, 120, 500)
+	first := firstOfMonth(futureDay(r, now, 30, 200))
 	labels := make([]string, n)
 	th := make([]float64, n)
 	for i := range labels {
-		labels[i] = "By " + monthYear(d.AddDate(0, -(n-1-i), 0))
+		labels[i] = "By " + monthYear(first.AddDate(0, i, 0))
 		th[i] = float64(i + 1) // the end of the i-th month
 	}
+	d := first.AddDate(0, n, 0)
 	dr := ladderOf(draft{
 		title:    fmt.Sprintf("Will %s hold a snap election before %s?", c.name, monthYear(d)),
 		category: "politics", stem: "SNAP" + c.code, code: monthCode(d),
 		labels: labels,
-	}, th, float64(n)*(0.3+1.2*r.Float64()), 1+float64(n)/2)
+	}, th, float64(n)*(0.3+1.2*r.Float64()), 0.7+float64(n)/4)
 	dr.upward = true
 	return dr, true
 }
 
 func seatCount(r *rand.Rand, now time.Time, n int) (draft, bool) {
+	if n > 15 {
+		return draft{}, false
+	}
 	c := pick(r, countries)
 	party := pick(r, []string{"Social Democrats", "Conservatives", "Greens", "Liberals", "Labour Party", "Centre Party"})
 	year := now.Year() + 1 + r.IntN(2)
 	mu := 60 + 60*r.Float64()
-	th := around(n, mu, 10, 10)
+	th := positive(around(n, mu, 10, 10), 10)
 	return ladderOf(draft{
 		title:    fmt.Sprintf("How many seats will the %s win in the %d %s election?", party, year, c.name),
 		category: "politics", stem: "SEATS" + c.code, code: fmt.Sprintf("%02d", year%100),
@@ -240,13 +256,16 @@ func gameWinner(r *rand.Rand, now time.Time, n int) (draft, bool) {
 
 // gameTotal is the over/under ladder of one game's total score.
 func gameTotal(r *rand.Rand, now time.Time, n int) (draft, bool) {
+	if n > 10 {
+		return draft{}, false
+	}
 	lg := pick(r, leagues)
 	ij := r.Perm(len(lg.teams))
 	home, away := lg.teams[ij[0]], lg.teams[ij[1]]
 	d := futureDay(r, now, 1, 120)
 	step := float64(lg.totalStep)
 	mu := float64(lg.total) + step*r.NormFloat64()
-	th := around(n, mu, step, 1)
+	th := positive(around(n, mu, step, 1), step)
 	for i := range th {
 		th[i] += 0.5 // half points: no push
 	}
@@ -280,11 +299,12 @@ func cryptoPrice(r *rand.Rand, now time.Time, n int) (draft, bool) {
 	spot := c.base * (0.9 + 0.2*r.Float64())
 	// About 3.5% daily volatility, growing with the square root of time.
 	sd := spot * math.Min(0.6, 0.035*math.Sqrt(days(now, d)))
-	th := around(n, spot, c.step*math.Max(1, math.Round(sd/c.step/2)), c.step)
+	step := c.step * math.Max(1, math.Round(sd/c.step/2))
+	th := positive(around(n, spot, step, c.step), step)
 	return ladderOf(draft{
 		title:    fmt.Sprintf("%s price on %s?", c.name, d.Format(time.DateOnly)),
 		category: "crypto", stem: c.code, code: dayCode(d),
-		labels: dollars(th),
+		labels: dollars(th, step),
 	}, th, spot, sd), true
 }
 
@@ -304,13 +324,16 @@ func cryptoTouch(r *rand.Rand, now time.Time, n int) (draft, bool) {
 	return ladderOf(draft{
 		title:    fmt.Sprintf("How high will %s go before %s?", c.name, monthYear(d)),
 		category: "crypto", stem: c.code + "MAX", code: monthCode(d),
-		labels: dollars(th),
+		labels: dollars(th, step),
 	}, th, spot*1.04, sd), true
 }
 
 // highTemperature is a ladder around the city's normal high for the day's
 // month; the forecast is sharper for near days.
 func highTemperature(r *rand.Rand, now time.Time, n int) (draft, bool) {
+	if n > 20 {
+		return draft{}, false
+	}
 	c := pick(r, cities)
 	d := futureDay(r, now, 1, 60)
 	normal := c.highF[d.Month()-1]
@@ -326,6 +349,9 @@ func highTemperature(r *rand.Rand, now time.Time, n int) (draft, bool) {
 
 // snowfall asks about a month's snow only in a city and month that get some.
 func snowfall(r *rand.Rand, now time.Time, n int) (draft, bool) {
+	if n > 10 {
+		return draft{}, false
+	}
 	var snowy []city
 	for _, c := range cities {
 		if slices.Max(c.snowIn[:]) >= minSnowyMonth {
@@ -333,19 +359,13 @@ func snowfall(r *rand.Rand, now time.Time, n int) (draft, bool) {
 		}
 	}
 	c := pick(r, snowy)
-	d := futureDay(r, now, 20, 300)
-	d = time.Date(d.Year(), d.Month(), 1, 0, 0, 0, 0, time.UTC)
+	d := firstOfMonth(futureDay(r, now, 20, 300))
 	for c.snowIn[d.Month()-1] < minSnowyMonth {
 		d = d.AddDate(0, 1, 0)
 	}
 	mean := c.snowIn[d.Month()-1]
 	step := math.Max(1, math.Round(mean/4))
-	th := around(n, mean, step, 1)
-	for len(th) > 0 && th[0] < 1 { // "More than 0 inches" reads badly; shift up
-		for i := range th {
-			th[i] += step
-		}
-	}
+	th := positive(around(n, mean, step, 1), 1)
 	return ladderOf(draft{
 		title:    fmt.Sprintf("How much snow will fall in %s in %s?", c.name, monthYear(d)),
 		category: "weather", stem: "SNOW" + c.code, code: monthCode(d),
@@ -402,25 +422,32 @@ func speechMentions(r *rand.Rand, now time.Time, n int) (draft, bool) {
 }
 
 func launchDate(r *rand.Rand, now time.Time, n int) (draft, bool) {
+	if n > 12 {
+		return draft{}, false
+	}
 	m := pick(r, missions)
-	d := futureDay(r, now, 60, 540)
+	first := firstOfMonth(futureDay(r, now, 60, 240))
 	labels := make([]string, n)
 	th := make([]float64, n)
 	for i := range labels {
-		labels[i] = "Before " + monthYear(d.AddDate(0, -(n-1-i)*2, 0))
-		th[i] = float64(i)
+		labels[i] = "Before " + monthYear(first.AddDate(0, 2*i, 0))
+		th[i] = float64(i + 1) // in steps of two months
 	}
+	d := first.AddDate(0, 2*(n-1), 0)
 	dr := ladderOf(draft{
 		title:    fmt.Sprintf("When will %s launch %s?", m.agency, m.mission),
 		category: "science", stem: m.code, code: monthCode(d),
 		labels: labels,
-	}, th, float64(n)*(0.2+r.Float64()), 0.8+float64(n)/3)
+	}, th, float64(n)*(0.2+r.Float64())+1, 0.6+float64(n)/4)
 	dr.upward = true
 	return dr, true
 }
 
 // earthquake is a ladder on the month's strongest quake in the region.
 func earthquake(r *rand.Rand, now time.Time, n int) (draft, bool) {
+	if n > 8 { // 5.0 to 8.5
+		return draft{}, false
+	}
 	region := pick(r, []struct {
 		name, code string
 		typical    float64 // a month's typical strongest magnitude there
@@ -451,6 +478,19 @@ func around(n int, center, step, grain float64) []float64 {
 	return out
 }
 
+// positive shifts thresholds up by multiples of step until the lowest is at
+// least least: counts and prices are not negative.
+func positive(th []float64, least float64) []float64 {
+	if len(th) == 0 || th[0] >= least {
+		return th
+	}
+	shift := math.Ceil((least-th[0])/least) * least
+	for i := range th {
+		th[i] += shift
+	}
+	return th
+}
+
 func format(th []float64, f string) []string {
 	out := make([]string, len(th))
 	for i, t := range th {
@@ -459,11 +499,12 @@ func format(th []float64, f string) []string {
 	return out
 }
 
-// dollars labels price thresholds: "Above $95,000", or with cents below $10.
-func dollars(th []float64) []string {
+// dollars labels price thresholds step apart: "Above $95,000", or with
+// cents when the step is under a dollar ("Above $2.70").
+func dollars(th []float64, step float64) []string {
 	out := make([]string, len(th))
 	for i, t := range th {
-		if t < 10 {
+		if step < 1 {
 			out[i] = fmt.Sprintf("Above $%.2f", t)
 			continue
 		}
@@ -478,6 +519,10 @@ func days(now, d time.Time) float64 { return math.Max(0, d.Sub(now).Hours()/24) 
 func futureDay(r *rand.Rand, now time.Time, minDays, maxDays int) time.Time {
 	d := now.UTC().AddDate(0, 0, minDays+r.IntN(maxDays-minDays+1))
 	return time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, time.UTC)
+}
+
+func firstOfMonth(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
 }
 
 func monthYear(t time.Time) string { return t.Format("January 2006") }

@@ -47,6 +47,7 @@ type market struct {
 	p            float64   // the fair probability of "yes" the quotes wander around
 	logit        float64   // exclusive and binary events: the market's logit (see event.reprice)
 	threshold    float64   // ladder events: the market's threshold on the latent quantity
+	quotedP      float64   // p when all its venues were last quoted
 	volatility   float64   // standard deviation of one step of logit
 	quotes       [4]*quote // nil where the market is not listed
 	priceVersion int64
@@ -96,7 +97,7 @@ func (g *Generator) newEvent(now time.Time) *event {
 		mu:        d.mu,
 		sd:        d.sd,
 		anchor:    d.mu,
-		vol:       0.02 + 0.04*g.rng.Float64(),
+		vol:       0.01 + 0.03*g.rng.Float64(),
 	}
 	for _, v := range g.rng.Perm(len(store.Venues))[:g.venueCount()] {
 		e.venues[v] = g.ids.event(v, d)
@@ -130,6 +131,7 @@ func (g *Generator) newEvent(now time.Time) *event {
 				g.listMarket(m, v)
 			}
 		}
+		m.quotedP = m.p
 		g.markets = append(g.markets, m)
 		g.addLiveMarket(m)
 	}
