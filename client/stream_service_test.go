@@ -285,7 +285,9 @@ func TestStreamService(t *testing.T) {
 		svc.APIs[0].Start()
 		w.until("reconnected and resubscribed", func() (bool, string) {
 			con := w.count(func(ev StreamEvent) bool { return ev.Kind == StreamConnected && ev.Reconnect })
-			sub := w.count(func(ev StreamEvent) bool { return ev.Kind == StreamSubscribed && ev.Resubscribe && len(ev.MarketIDs) == 6 })
+			sub := w.count(func(ev StreamEvent) bool {
+				return ev.Kind == StreamSubscribed && ev.Resubscribe && len(ev.MarketIDs) == 6
+			})
 			return con > reconnects && sub > 0, fmt.Sprintf("%d reconnects, %d resubscribes", con, sub)
 		})
 		w.has(want)
