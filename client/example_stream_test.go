@@ -27,7 +27,7 @@ func ExampleClient_Stream() {
 		}
 		log.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close() //nolint:errcheck // Close returns nil
 	for ev, err := range s.Events(ctx) {
 		if err != nil {
 			var closed *client.StreamClosedError

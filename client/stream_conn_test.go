@@ -152,7 +152,7 @@ func refuseWith(status int, retryAfter, code string) func(http.ResponseWriter) {
 		w.Header().Set("X-Request-Id", "req-1")
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
-		fmt.Fprintf(w, `{"error":{"code":%q,"message":"refused"}}`, code)
+		fmt.Fprintf(w, `{"error":{"code":%q,"message":"refused"}}`, code) //nolint:errcheck // the client sees what arrives
 	}
 }
 

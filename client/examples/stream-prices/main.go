@@ -36,10 +36,6 @@ func run() error {
 	baseURL := flag.String("base-url", client.DefaultBaseURL, "the API's base URL")
 	events := flag.Int("events", 3, "without market ids: follow the active markets of the first N events")
 	duration := flag.Duration("for", 0, "stop after this long (0: until interrupted)")
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: MD_KEY=mdk_live_… stream-prices [flags] [MARKET_ID...]\n")
-		flag.PrintDefaults()
-	}
 	flag.Parse()
 	key := os.Getenv("MD_KEY")
 	if key == "" {
