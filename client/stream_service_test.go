@@ -514,3 +514,86 @@ func TestStreamServiceAuth(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamServiceStreamLimit: the account's 11th stream is refused with
+// 429 and Retry-After; with retries allowed it opens once one of the ten
+// closes.
+func TestStreamServiceStreamLimit(t *testing.T) {
+	streamStrict.Store(true)
+	svc := servicetest.Start(t, servicetest.Options{})
+	world := svc.Seed("cl", 1, 1)
+	ids := marketIDs(world)
+	key := svc.NewKey("stream:read")
+	var open []*Stream
+	for range 10 {
+		s, err := newServiceClient(t, svc, key.Secret).Stream(context.Background(), ids)
+		if err != nil {
+			t.Fatalf("stream %d: %v", len(open)+1, err)
+		}
+		open = append(open, s)
+		t.Cleanup(func() { s.Close() }) //nolint:errcheck // Close returns nil
+	}
+	_, err := newServiceClient(t, svc, key.Secret, WithMaxRetries(0)).Stream(context.Background(), ids)
+	var e *Error
+	if !errors.As(err, &e) || e.Status != http.StatusTooManyRequests || e.Code != "rate_limited" ||
+		e.RetryAfter <= 0 || e.RetryAfter > 16*time.Second {
+		t.Fatalf("the 11th stream: %v, want a *Error 429 rate_limited with a Retry-After within the 15 s lease", err)
+	}
+	// With retries: refused once, it waits Retry-After, and by then a slot
+	// is free.
+	tr := &statusTransport{}
+	type result struct {
+		s   *Stream
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		s, err := newServiceClient(t, svc, key.Secret, WithMaxRetries(3), WithHTTPClient(&http.Client{Transport: tr})).
+			Stream(context.Background(), ids)
+		got <- result{s, err}
+	}()
+	deadline := time.Now().Add(waitLong)
+	for !slices.Contains(tr.seen(), http.StatusTooManyRequests) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no 429 for the 11th stream within %s: %v", waitLong, tr.seen())
+		}
+		time.Sleep(10 * time.Millisecond) // the transport offers no event for it
+	}
+	if err := open[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("the 11th stream after one closed: %v", r.err)
+		}
+		r.s.Close() //nolint:errcheck // Close returns nil
+	case <-time.After(2 * waitLong):
+		t.Fatal("the 11th stream did not open after one closed")
+	}
+	if st := tr.seen(); !slices.Equal(st, []int{http.StatusTooManyRequests, http.StatusSwitchingProtocols}) {
+		t.Fatalf("upgrade answers %v, want a 429 then the 101", st)
+	}
+}
+
+// statusTransport records the status of each answer it carries.
+type statusTransport struct {
+	mu       sync.Mutex
+	statuses []int
+}
+
+func (s *statusTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil {
+		s.mu.Lock()
+		s.statuses = append(s.statuses, resp.StatusCode)
+		s.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (s *statusTransport) seen() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.statuses)
+}
