@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,8 +72,22 @@ func TestStreamExampleProgram(t *testing.T) {
 	}
 	until("connected")
 	until("subscribed to 4 markets")
-	for _, m := range w.Markets {
-		until(m.ID, " v1 ")
+	// The snapshot: the next 4 lines, one v1 price per market.
+	var snap []string
+	for range w.Markets {
+		select {
+		case line := <-lines:
+			out = append(out, line)
+			if f := strings.Fields(line); len(f) > 2 && f[2] == "v1" {
+				snap = append(snap, f[1])
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("no snapshot within a minute:\n%s", strings.Join(out, "\n"))
+		}
+	}
+	slices.Sort(snap)
+	if want := []string{w.Markets[0].ID, w.Markets[1].ID, w.Markets[2].ID, w.Markets[3].ID}; !slices.Equal(snap, want) {
+		t.Fatalf("snapshot of %v, want v1 of %v:\n%s", snap, want, strings.Join(out, "\n"))
 	}
 	live := &servicetest.Price{MarketID: w.Markets[2].ID, Quotes: map[string]servicetest.Quote{
 		"venue_a": {Bid: 0.61, Ask: 0.64}, "venue_c": {Bid: 0.6, Ask: 0.63}}}

@@ -344,6 +344,21 @@ func TestStreamServiceSlowConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close() //nolint:errcheck // Close returns nil
+	// The snapshot waits in the stream before the changes begin (a change
+	// published before the subscribe would be in the snapshot instead).
+	deadline := time.Now().Add(waitLong)
+	for {
+		s.mu.Lock()
+		n := len(s.q.pending)
+		s.mu.Unlock()
+		if n == len(ids) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d prices of the snapshot wait in the stream after %s, want %d", n, waitLong, len(ids))
+		}
+		time.Sleep(10 * time.Millisecond) // the consumer must not read: no event to wait on
+	}
 	var want map[string]int64
 	for round := 1; round <= 150; round++ {
 		want = publishRound(svc, world, round)
@@ -351,7 +366,7 @@ func TestStreamServiceSlowConsumer(t *testing.T) {
 	// Wait until the service serves the last round, and the stream
 	// conflated some: only then read.
 	want[ids[0]] = putPrice(svc, ids[0], 0.33)
-	deadline := time.Now().Add(waitLong)
+	deadline = time.Now().Add(waitLong)
 	for s.Conflated() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no price conflated within %s", waitLong)
