@@ -87,7 +87,7 @@ func (c *Client) Stream(ctx context.Context, ids []string) (*Stream, error) {
 	if len(markets) > MaxStreamMarkets {
 		return nil, fmt.Errorf("client: Stream: %d markets, at most %d", len(markets), MaxStreamMarkets)
 	}
-	s := &Stream{c: c, silence: streamSilence, strict: streamStrict.Load(), markets: markets,
+	s := &Stream{c: c, silence: time.Duration(streamSilence.Load()), strict: streamStrict.Load(), markets: markets,
 		q: newStreamQueue(), notify: make(chan struct{}, 1), done: make(chan struct{})}
 	var conn *websocket.Conn
 	var heard *atomic.Int64

@@ -16,7 +16,9 @@ import (
 
 // streamSilence is how long a connection may stay silent, not even a
 // ping (the server pings every 15 s), before the stream drops it.
-const streamSilence = 45 * time.Second
+var streamSilence atomic.Int64 // time.Duration; a test shortens it
+
+func init() { streamSilence.Store(int64(45 * time.Second)) }
 
 // streamReadLimit bounds one server message: an ack of 500 ids is some
 // 34 KB, a price well under that.

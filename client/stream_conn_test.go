@@ -439,3 +439,63 @@ func TestStreamClosedDrains(t *testing.T) {
 		t.Fatalf("Next at the end: %v, want the 4401 *StreamClosedError", err)
 	}
 }
+
+func TestStreamSilentConnectionReconnects(t *testing.T) {
+	defer streamSilence.Store(streamSilence.Load())
+	streamSilence.Store(int64(300 * time.Millisecond))
+	f := newFakeServer(t)
+	s, err := f.client(t).Stream(context.Background(), []string{"a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close() //nolint:errcheck // Close returns nil
+	// The server answers nothing and never pings: the connection is
+	// taken for dead and replaced.
+	f.next(t).cmd()
+	expectKind(t, s, StreamConnected)
+	if ev := expectKind(t, s, StreamDisconnected); !errors.Is(ev.Err, errStreamSilent) {
+		t.Fatalf("disconnected by %v, want errStreamSilent", ev.Err)
+	}
+	c := f.next(t)
+	if op, ids := c.cmd(); op != "subscribe" || !slices.Equal(ids, []string{"a"}) {
+		t.Fatalf("command after the reconnect: %s %v", op, ids)
+	}
+}
+
+func TestStreamPingsKeepConnectionAlive(t *testing.T) {
+	defer streamSilence.Store(streamSilence.Load())
+	streamSilence.Store(int64(time.Second))
+	f := newFakeServer(t)
+	s, err := f.client(t).Stream(context.Background(), []string{"a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close() //nolint:errcheck // Close returns nil
+	c := f.next(t)
+	c.cmd()
+	// Pings for three times the silence allowed, then nothing: the
+	// connection is dropped only after the pings stop (a ping on a
+	// connection the client dropped fails).
+	var lastPing time.Time
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := c.ws.Ping(ctx); err != nil {
+			cancel()
+			t.Fatalf("ping: %v", err)
+		}
+		cancel()
+		lastPing = time.Now()
+		time.Sleep(50 * time.Millisecond) // the server's ping interval
+	}
+	expectKind(t, s, StreamConnected)
+	ev := expectKind(t, s, StreamDisconnected)
+	if !errors.Is(ev.Err, errStreamSilent) {
+		t.Fatalf("disconnected by %v, want errStreamSilent", ev.Err)
+	}
+	select {
+	case code := <-c.closed:
+		t.Logf("the fake server saw the connection end (%d) after the pings stopped at %s", code, lastPing.Format("15:04:05.000"))
+	case <-time.After(waitLong):
+		t.Fatal("the silent connection was not dropped")
+	}
+}
