@@ -45,11 +45,11 @@ func (c *Client) RateLimit() (RateLimit, bool) {
 func (c *Client) noteRateLimit(h http.Header) {
 	limit, err1 := strconv.Atoi(h.Get("RateLimit-Limit"))
 	remaining, err2 := strconv.Atoi(h.Get("RateLimit-Remaining"))
-	reset, err3 := strconv.ParseFloat(h.Get("RateLimit-Reset"), 64)
-	if err1 != nil || err2 != nil || err3 != nil {
+	reset, err3 := strconv.Atoi(h.Get("RateLimit-Reset"))
+	if err1 != nil || err2 != nil || err3 != nil || limit < 0 || remaining < 0 || reset < 0 || reset > maxRetryAfterSeconds {
 		return
 	}
-	rl := RateLimit{Limit: limit, Remaining: remaining, Reset: time.Duration(reset * float64(time.Second)), At: time.Now()}
+	rl := RateLimit{Limit: limit, Remaining: remaining, Reset: time.Duration(reset) * time.Second, At: time.Now()}
 	c.rlMu.Lock()
 	if rl.At.After(c.rl.At) {
 		c.rl = rl
@@ -63,15 +63,21 @@ type answer struct {
 	notModified bool
 }
 
-// do GETs /public/v1+path with query, decodes a 200 answer's body into out
+// do GETs /public/v1+path (path escaped, see url.PathEscape) with query, decodes a 200 answer's body into out
 // (when not nil) and returns the answer's ETag; with etag set it sends
 // If-None-Match and reports a 304 as notModified (out untouched). Error
 // answers become *Error; 429, 503 and network errors are retried per the
 // client's options, every wait bounded by ctx.
 func (c *Client) do(ctx context.Context, path string, query url.Values, etag string, out any) (answer, error) {
+	// path holds escaped segments (an id with "/" or "%" stays one
+	// segment): set the escaped form and the plain one that matches it.
 	u := *c.base
-	u.Path = c.base.Path + "/public/v1" + path
-	u.RawPath = ""
+	u.RawPath = c.base.EscapedPath() + "/public/v1" + path
+	plain, err := url.PathUnescape(u.RawPath)
+	if err != nil {
+		return answer{}, fmt.Errorf("marketdata: path %q: %w", u.RawPath, err)
+	}
+	u.Path = plain
 	if len(query) > 0 {
 		u.RawQuery = query.Encode()
 	}
@@ -223,6 +229,10 @@ func errorOf(resp *http.Response, body []byte) *Error {
 	return e
 }
 
+// maxRetryAfterSeconds caps a parsed Retry-After (about 31 years) so that
+// it fits a time.Duration.
+const maxRetryAfterSeconds = 1e9
+
 // parseRetryAfter reads Retry-After as seconds or as an HTTP date (RFC 9110
 // §10.2.3); 0 when absent or unreadable.
 func parseRetryAfter(v string, now time.Time) time.Duration {
@@ -230,11 +240,17 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s <= 0 {
+	if v[0] >= '0' && v[0] <= '9' {
+		// delay-seconds: digits only; absurd values are capped, not wrapped.
+		n, err := strconv.ParseUint(v, 10, 64)
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
+			n, err = maxRetryAfterSeconds, nil
+		}
+		if err != nil {
 			return 0
 		}
-		return time.Duration(min(s, 1e9) * float64(time.Second))
+		return time.Duration(min(n, maxRetryAfterSeconds)) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
 		return t.Sub(now)

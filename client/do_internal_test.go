@@ -23,6 +23,10 @@ func TestParseRetryAfter(t *testing.T) {
 		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
 		{now.Add(-time.Minute).Format(http.TimeFormat), 0},
 		{"99999999999999", 1e9 * time.Second},
+		{"999999999999999999999999", 1e9 * time.Second},
+		{"NaN", 0},
+		{"1.5", 0},
+		{"+3", 0},
 	}
 	for _, c := range cases {
 		if got := parseRetryAfter(c.in, now); got != c.want {
