@@ -7,12 +7,12 @@ import (
 )
 
 // allowedModules are the only modules outside the standard library the
-// client may import: a websocket library for the stream. Nothing of the
-// marketdata module: importing the client must not pull in server code.
+// client may import: the stream's WebSocket library, which has no
+// dependencies of its own. Nothing of the marketdata module: importing the
+// client must not pull in server code (or fasthttp, which the server's
+// WebSocket library brings).
 var allowedModules = []string{
-	"github.com/gorilla/websocket",
 	"github.com/coder/websocket",
-	"github.com/fasthttp/websocket",
 }
 
 // TestDependencies lists the client package's dependencies (its tests
