@@ -9,7 +9,7 @@ BIN := bin/marketdata
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 30s
 
-.PHONY: build run test test-short test-cluster cluster-up cluster-down fuzz bench services lint clean
+.PHONY: build run test test-short test-cluster cluster-up cluster-down fuzz bench services chromium lint clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/marketdata
@@ -20,7 +20,7 @@ run: services build
 
 # ./... includes the cluster suite (internal/clustertest): it starts its own topology with
 # deploy/local/cluster.sh on ports 32001-32016, 32221-32250 and 32432-32433.
-test: services lint
+test: services chromium lint
 	$(GO) test -count=1 -p 2 -timeout 20m ./...
 
 # The unit tests alone, with no service: under -short every test that needs
@@ -59,6 +59,10 @@ bench: build
 
 services:
 	bash deploy/local/services.sh
+
+# Debian's Chromium for the documentation site's browser test (never a browser download).
+chromium:
+	bash deploy/local/chromium.sh
 
 # golangci-lint runs the linters .golangci.yml chooses. `go run pkg@version` builds it from the Go
 # module proxy into the build cache (about 2.5 min the first time on 2 cores, then a cached

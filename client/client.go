@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -38,6 +39,9 @@ type Client struct {
 	maxRetryAfter time.Duration
 	minBackoff    time.Duration
 	maxBackoff    time.Duration
+
+	rlMu sync.Mutex
+	rl   RateLimit // the latest answer's rate-limit headers, see RateLimit
 }
 
 // Option configures a Client.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -68,7 +67,6 @@ type secretsMode int
 const (
 	secretsUnused   secretsMode = iota // the command needs neither secret
 	secretsRequired                    // unset is an error
-	secretsRandom                      // unset gets a random per-process value (dev)
 	secretsPepper                      // only MD_KEY_PEPPER, required (key creation)
 )
 
@@ -205,13 +203,13 @@ func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error
 		return nil, &configError{"MD_REDIS_PREFIX", "must be non-empty without braces, glob characters or spaces"}
 	}
 	switch secrets {
-	case secretsRequired, secretsRandom:
-		if c.CursorSecret, err = secret("MD_CURSOR_SECRET", getenv("MD_CURSOR_SECRET"), secrets); err != nil {
+	case secretsRequired:
+		if c.CursorSecret, err = secret("MD_CURSOR_SECRET", getenv("MD_CURSOR_SECRET")); err != nil {
 			return nil, err
 		}
 		fallthrough
 	case secretsPepper:
-		if c.KeyPepper, err = secret("MD_KEY_PEPPER", getenv("MD_KEY_PEPPER"), secrets); err != nil {
+		if c.KeyPepper, err = secret("MD_KEY_PEPPER", getenv("MD_KEY_PEPPER")); err != nil {
 			return nil, err
 		}
 	}
@@ -317,13 +315,8 @@ func windowDuration(name, v string) (time.Duration, error) {
 	return d, nil
 }
 
-func secret(name, v string, mode secretsMode) ([]byte, error) {
+func secret(name, v string) ([]byte, error) {
 	if v == "" {
-		if mode == secretsRandom {
-			b := make([]byte, 32)
-			rand.Read(b) // crypto/rand.Read never fails
-			return b, nil
-		}
 		return nil, &configError{name, "required (at least 32 characters; the same on every API node)"}
 	}
 	if len(v) < minSecretLen {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -15,32 +14,45 @@ import (
 
 func (c *cli) devCmd() *cobra.Command {
 	o := feedOptions{}
+	var ic ingest.Config
+	var statePath string
+	var reset bool
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run migrate + ingest + api + feed in one process on local services, with a demo account and key",
-		Args:  cobra.NoArgs,
+		Long: "Run migrate + ingest + api + feed in one process on local services, with a demo account and key.\n\n" +
+			"The demo key, and the cursor secret and key pepper it depends on, are kept in a state file\n" +
+			"(--state) so the same key works after a restart; --reset starts over with new ones.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			cfg, err := LoadConfig(c.getenv, secretsRandom)
-			if err != nil {
+			// The flags are refused before anything is touched; MD_STREAM_REPLICAS,
+			// which --replicas defaults to, is checked with the configuration.
+			flagsOnly := ic
+			if !cmd.Flags().Changed("replicas") {
+				flagsOnly.Replicas = 1
+			}
+			if err := validateIngest(&flagsOnly); err != nil {
 				return err
 			}
+			ctx := cmd.Context()
 			log, err := c.logger()
 			if err != nil {
 				return err
 			}
-			applied, err := store.Migrate(ctx, cfg.DatabaseURL)
+			sess, err := prepareDev(ctx, c.getenv, statePath, reset, time.Now())
 			if err != nil {
 				return err
 			}
-			log.Info("schema migrated", "version", store.SchemaVersion(), "applied", applied)
-			secret, err := demoKey(ctx, cfg)
-			if err != nil {
-				return err
+			cfg, secret := sess.cfg, sess.secret
+			applyReplicas(cmd.Flags(), cfg, &ic)
+			keyNote := "kept in " + sess.statePath + "; --reset makes a new one"
+			if sess.newKey {
+				keyNote = "new; kept in " + sess.statePath + " for the next start"
 			}
+			log.Info("dev ready to start", "schema", store.SchemaVersion(), "state", sess.statePath, "new_key", sess.newKey)
 
 			// Both servers report in; the banner goes out once both listen.
 			var mu sync.Mutex
@@ -52,15 +64,13 @@ func (c *cli) devCmd() *cobra.Command {
 				_, _ = fmt.Fprintf(c.stdout, // a closed terminal has no banner to show
 					"\nmarketdata dev is running (Ctrl-C stops it)\n"+
 						"  API:             http://%s  (admin http://%s)\n"+
-						"  demo key:        %s\n"+
+						"  demo key:        %s  (%s)\n"+
 						"  try:             curl -s -H 'Authorization: Bearer %s' http://%s/public/v1/key\n"+
 						"  API metrics:     curl -s http://%s/metrics | grep -E 'marketdata_(http|ratelimit)'\n"+
 						"  ingest metrics:  curl -s http://%s/metrics | grep marketdata_ingest\n"+
 						"  synthetic feed:  %d events, %.0f messages/s\n\n",
-					apiAddr, apiAdmin, secret, secret, apiAddr, apiAdmin, ingestAdmin, o.events, o.rate)
+					apiAddr, apiAdmin, secret, keyNote, secret, apiAddr, apiAdmin, ingestAdmin, o.events, o.rate)
 			}
-			ic := ingest.DefaultConfig()
-			ic.Replicas = cfg.StreamReplicas
 			apiCfg := *cfg
 			apiCfg.AdminAddr = "127.0.0.1:0" // the ingest side has MD_ADMIN_ADDR
 			g, gctx := errgroup.WithContext(ctx)
@@ -88,29 +98,8 @@ func (c *cli) devCmd() *cobra.Command {
 		},
 	}
 	o.flags(cmd, 200, 50)
+	ingestFlags(cmd.Flags(), &ic)
+	cmd.Flags().StringVar(&statePath, "state", defaultDevStatePath(c.getenv), "file that keeps the demo key and dev's secrets between runs")
+	cmd.Flags().BoolVar(&reset, "reset", false, "start over: new cursor secret, key pepper, demo account and key")
 	return cmd
-}
-
-// demoKey creates an account with access and a key with every scope, and
-// returns the key's secret (valid for this process: the pepper is random).
-func demoKey(ctx context.Context, cfg *Config) (string, error) {
-	st, closeStore, err := openStore(ctx, "MD_DATABASE_URL", cfg.DatabaseURL)
-	if err != nil {
-		return "", err
-	}
-	defer closeStore()
-	now := time.Now()
-	a, err := st.CreateAccount(ctx, "demo", now)
-	if err != nil {
-		return "", err
-	}
-	if _, err := st.SetAccess(ctx, a.ID, true, now); err != nil {
-		return "", err
-	}
-	secret := store.NewSecret()
-	_, err = st.CreateKey(ctx, store.NewKey{
-		AccountID: a.ID, SecretHash: store.HashSecret(cfg.KeyPepper, secret), Last4: secret[len(secret)-4:],
-		Scopes: store.KnownScopes, CreatedAt: now, ExpiresAt: now.Add(store.DefaultKeyLifetime),
-	})
-	return secret, err
 }

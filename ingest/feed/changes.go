@@ -50,39 +50,154 @@ func (g *Generator) addEvent(now time.Time) {
 	}
 }
 
-// resolveMarket settles m, more likely "yes" the higher it trades, and
-// resolves its event when m was the event's last active market.
+// resolveMarket settles m and what settles with it, and resolves its event
+// when no active market is left:
+//   - a ladder settles as a whole, every threshold at once, consistently;
+//   - an exclusive outcome wins with its fair probability, which settles the
+//     event (it "yes", every other outcome "no"); otherwise it is eliminated
+//     ("no") and the others' fair values grow to fill its share, so their
+//     prices are republished; the last outcome left wins;
+//   - a binary market settles alone, "yes" with its fair probability.
 func (g *Generator) resolveMarket(m *market, now time.Time) {
-	g.settle(m, now)
-	for _, other := range m.ev.markets {
-		if other.status == store.StatusActive {
+	e := m.ev
+	switch e.kind {
+	case ladder:
+		g.resolveEvent(e, now)
+		return
+	case exclusive:
+		if g.rng.Float64() < m.p {
+			g.settleExclusive(e, m, now)
+			g.closeEvent(e, now)
 			return
 		}
+		g.settle(m, "no", now)
+		e.reprice()
+		var left []*market
+		for _, other := range e.markets {
+			if other.status == store.StatusActive {
+				left = append(left, other)
+			}
+		}
+		if len(left) == 1 {
+			g.settle(left[0], "yes", now)
+			g.closeEvent(e, now)
+			return
+		}
+		for _, other := range left {
+			g.requoteAll(other, now)
+		}
+		for _, other := range left {
+			g.emit(g.priceMsg(other))
+		}
+		return
+	default:
+		g.settle(m, yesWith(g.rng.Float64(), m.p), now)
 	}
-	g.closeEvent(m.ev, now)
-}
-
-// resolveEvent settles every active market of e, then e itself.
-func (g *Generator) resolveEvent(e *event, now time.Time) {
-	for _, m := range e.markets {
-		if m.status == store.StatusActive {
-			g.settle(m, now)
+	for _, other := range e.markets {
+		if other.status == store.StatusActive {
+			return
 		}
 	}
 	g.closeEvent(e, now)
 }
 
-func (g *Generator) settle(m *market, now time.Time) {
-	m.status = store.StatusResolved
-	m.result = "no"
-	if g.rng.Float64() < sigmoid(m.fair) {
-		m.result = "yes"
+// resolveEvent settles every active market of e, then e itself: an
+// exclusive event picks its winner by the fair probabilities; a ladder draws
+// the latent quantity once and settles each threshold by it; binary markets
+// settle each by its own fair value.
+func (g *Generator) resolveEvent(e *event, now time.Time) {
+	switch e.kind {
+	case exclusive:
+		u, winner := g.rng.Float64(), (*market)(nil)
+		for _, m := range e.markets {
+			if m.status != store.StatusActive {
+				continue
+			}
+			winner = m // the last active one takes what rounding leaves
+			if u -= m.p; u < 0 {
+				break
+			}
+		}
+		if winner != nil {
+			g.settleExclusive(e, winner, now)
+		}
+	case ladder:
+		x := e.mu + e.sd*g.rng.NormFloat64()
+		for _, m := range e.markets {
+			if m.status != store.StatusActive {
+				continue
+			}
+			if (x <= m.threshold) == e.upward {
+				g.settle(m, "yes", now)
+			} else {
+				g.settle(m, "no", now)
+			}
+		}
+	default:
+		for _, m := range e.markets {
+			if m.status == store.StatusActive {
+				g.settle(m, yesWith(g.rng.Float64(), m.p), now)
+			}
+		}
 	}
+	g.closeEvent(e, now)
+}
+
+// settleExclusive settles e's active outcomes: winner "yes", the rest "no".
+func (g *Generator) settleExclusive(e *event, winner *market, now time.Time) {
+	for _, m := range e.markets {
+		switch {
+		case m == winner:
+			g.settle(m, "yes", now)
+		case m.status == store.StatusActive:
+			g.settle(m, "no", now)
+		}
+	}
+}
+
+func yesWith(u, p float64) string {
+	if u < p {
+		return "yes"
+	}
+	return "no"
+}
+
+// settle resolves m to result ("yes" or "no"): its market message, then a
+// last price message in which every venue's book is closed (no bid, no ask)
+// and the last price is the settlement, 1 or 0. m trades no more and gets no
+// further price.
+func (g *Generator) settle(m *market, result string, now time.Time) {
+	m.status = store.StatusResolved
+	m.result = result
 	m.resolvedAt = now
 	m.updatedAt = now
 	m.version++
 	g.dropLiveMarket(m)
-	g.emit(g.marketMsg(m))
+	settlement := 0
+	if result == "yes" {
+		settlement = 1
+	}
+	for _, q := range m.quotes {
+		if q != nil {
+			q.bid, q.ask, q.last = -1, -1, settlement*q.unit
+		}
+	}
+	m.priceVersion++
+	m.priceTS = now
+	g.emit(g.marketMsg(m), g.priceMsg(m))
+}
+
+// requoteAll requotes every venue of m at its current fair value, as a new
+// price version.
+func (g *Generator) requoteAll(m *market, now time.Time) {
+	for _, q := range m.quotes {
+		if q != nil {
+			g.requote(m, q)
+		}
+	}
+	m.quotedP = m.p
+	m.priceVersion++
+	m.priceTS = now
 }
 
 func (g *Generator) closeEvent(e *event, now time.Time) {
@@ -155,8 +270,7 @@ func (g *Generator) updateEvent(e *event, now time.Time) {
 		g.listMarket(m, v)
 		m.updatedAt = now
 		m.version++
-		m.priceVersion++
-		m.priceTS = now
+		g.requoteAll(m, now) // its other venues too: their quotes may lag the fair value
 		g.emit(g.marketMsg(m))
 		listed = append(listed, m)
 	}

@@ -6,6 +6,13 @@
 // stream of random changes (Next). Run publishes those messages to JetStream at
 // a chosen rate.
 //
+// Prices are coherent (docs/matchers.md, "The synthetic feed"): each market
+// has one fair probability, consistent within its event (an exclusive
+// event's outcomes sum to 1, a ladder's thresholds are monotone, binary
+// markets are independent); venues quote around it with small spreads and
+// biases; a resolved market gets a settlement price (no bid or ask, last 1
+// or 0) and then no more prices or trades.
+//
 // Every message the generator produces is valid under ingest.Decode. Versions
 // increase by one per change of each entity, starting just above the clock's
 // reading in microseconds when the generator was made: a restarted feed thus

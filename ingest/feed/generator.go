@@ -123,7 +123,10 @@ func NewGenerator(cfg GenConfig) *Generator {
 // price per market. Each is the latest message sent for that entity (or, at
 // first, its initial state), byte for byte, with the same MsgID: replaying
 // Initial at any time lets a new consumer catch up, while JetStream and
-// ingest ignore what they already have.
+// ingest ignore what they already have. Called while Next is in the middle
+// of a change that spans several messages, Initial already holds the
+// change's messages that Next has yet to return (Next returns them later
+// with the same MsgID, so they are deduplicated).
 func (g *Generator) Initial() []Msg {
 	out := make([]Msg, 0, len(g.events)+2*len(g.markets))
 	for _, e := range g.events {
@@ -138,11 +141,13 @@ func (g *Generator) Initial() []Msg {
 	return out
 }
 
-// Next returns the next change of the world: about 80% price updates, 15%
-// trades, and the rest market resolutions, event updates (volume, a new
-// venue listing), merges, event resolutions and new events. A change that
-// spans several messages (a new event with its markets) is returned over
-// consecutive calls.
+// Next returns the next message of the world's changes: about 80% of the
+// messages are price updates, 15% trades, and the rest market resolutions
+// (each with its settlement price), event updates (volume, a new venue
+// listing), merges, event resolutions and new events. A change that spans
+// several messages (a new event with its markets, a resolution, a price
+// move that reprices an event's other markets) is returned over consecutive
+// calls.
 func (g *Generator) Next() Msg {
 	if len(g.pending) == 0 {
 		g.change(g.cfg.Now().UTC())
@@ -164,13 +169,9 @@ func (g *Generator) change(now time.Time) {
 		return
 	}
 	switch x := g.rng.Float64(); {
-	case x < 0.80:
-		m := pick(g.rng, g.liveMarkets)
-		g.step(m)
-		m.priceVersion++
-		m.priceTS = now
-		g.emit(g.priceMsg(m))
-	case x < 0.95:
+	case x < 0.77:
+		g.priceChange(pick(g.rng, g.liveMarkets), now)
+	case x < 0.97:
 		g.emit(g.tradeMsg(g.tradeOn(pick(g.rng, g.liveMarkets), now)))
 	default:
 		g.rareChange(now)

@@ -48,11 +48,13 @@ type marketWire struct {
 	UpdatedAt   string            `json:"updated_at"`
 }
 
+// quoteWire is one venue's quote; a settled market's book has no bid and no
+// ask (null), and its last price is the settlement.
 type quoteWire struct {
-	Bid       float64 `json:"bid"`
-	Ask       float64 `json:"ask"`
-	Last      float64 `json:"last"`
-	Volume24h float64 `json:"volume_24h"`
+	Bid       *float64 `json:"bid"`
+	Ask       *float64 `json:"ask"`
+	Last      float64  `json:"last"`
+	Volume24h float64  `json:"volume_24h"`
 }
 
 type priceWire struct {
@@ -116,7 +118,7 @@ func (g *Generator) priceMsg(m *market) Msg {
 	for v, q := range m.quotes {
 		if q != nil {
 			w.Quotes[venueName(v)] = quoteWire{
-				Bid: q.price(q.bid), Ask: q.price(q.ask), Last: q.price(q.last), Volume24h: cents(q.vol),
+				Bid: q.side(q.bid), Ask: q.side(q.ask), Last: q.price(q.last), Volume24h: cents(q.vol),
 			}
 		}
 	}

@@ -23,6 +23,13 @@ type event struct {
 	markets    []*market
 	slot       int // position in Generator.liveEvents; -1 once resolved or merged
 	lastMsg    Msg // the message of the current version
+
+	// The fair-value model of its markets (see draft).
+	kind   kind
+	upward bool    // ladder: market i is "X ≤ threshold" rather than "X > threshold"
+	mu, sd float64 // ladder: the latent quantity's mean and standard deviation
+	anchor float64 // ladder: the mean mu reverts to
+	vol    float64 // ladder: one step of mu, in units of sd
 }
 
 // market is the generator's state of one market and of its quotes.
@@ -37,8 +44,11 @@ type market struct {
 	result     string
 	updatedAt  time.Time
 
-	fair         float64   // logit of the "true" probability the quotes wander around
-	volatility   float64   // standard deviation of one step of fair
+	p            float64   // the fair probability of "yes" the quotes wander around
+	logit        float64   // exclusive and binary events: the market's logit (see event.reprice)
+	threshold    float64   // ladder events: the market's threshold on the latent quantity
+	quotedP      float64   // p when all its venues were last quoted
+	volatility   float64   // standard deviation of one step of logit
 	quotes       [4]*quote // nil where the market is not listed
 	priceVersion int64
 	priceTS      time.Time
@@ -69,13 +79,7 @@ func (g *Generator) newEvent(now time.Time) *event {
 	lo, hi := g.cfg.MarketsPerEvent[0], g.cfg.MarketsPerEvent[1]
 	k := lo + g.rng.IntN(hi-lo+1)
 
-	var d draft
-	for try := 0; try < 8; try++ {
-		d = pick(g.rng, templates)(g.rng, g.epoch, k)
-		if !g.titles[d.title] {
-			break
-		}
-	}
+	d := g.draft(k)
 	g.titles[d.title] = true
 
 	e := &event{
@@ -88,6 +92,12 @@ func (g *Generator) newEvent(now time.Time) *event {
 		status:    store.StatusActive,
 		volume:    cents(math.Exp(10 + 1.4*g.rng.NormFloat64())),
 		updatedAt: now,
+		kind:      d.kind,
+		upward:    d.upward,
+		mu:        d.mu,
+		sd:        d.sd,
+		anchor:    d.mu,
+		vol:       0.01 + 0.03*g.rng.Float64(),
 	}
 	for _, v := range g.rng.Perm(len(store.Venues))[:g.venueCount()] {
 		e.venues[v] = g.ids.event(v, d)
@@ -100,17 +110,28 @@ func (g *Generator) newEvent(now time.Time) *event {
 			title:        label,
 			status:       store.StatusActive,
 			updatedAt:    now,
-			fair:         1.3 * g.rng.NormFloat64(),
 			volatility:   0.02 + 0.06*g.rng.Float64(),
 			priceVersion: g.base + 1,
 			priceTS:      now,
 		}
+		switch d.kind {
+		case ladder:
+			m.threshold = d.thresholds[i]
+		case exclusive:
+			m.logit = g.rng.NormFloat64()
+		default:
+			m.logit = -0.4 + 1.3*g.rng.NormFloat64()
+		}
+		e.markets = append(e.markets, m)
+	}
+	e.reprice()
+	for _, m := range e.markets {
 		for v, evID := range e.venues {
 			if evID != "" {
 				g.listMarket(m, v)
 			}
 		}
-		e.markets = append(e.markets, m)
+		m.quotedP = m.p
 		g.markets = append(g.markets, m)
 		g.addLiveMarket(m)
 	}
@@ -119,12 +140,29 @@ func (g *Generator) newEvent(now time.Time) *event {
 	return e
 }
 
+// draft invents an event of k markets: a template that has a sensible event
+// of that size, preferring a title not used yet.
+func (g *Generator) draft(k int) draft {
+	var d draft
+	for try := 0; ; try++ {
+		t := pick(g.rng, templates)
+		next, ok := t(g.rng, g.epoch, k)
+		if !ok {
+			continue
+		}
+		d = next
+		if !g.titles[d.title] || try >= 32 {
+			return d
+		}
+	}
+}
+
 // listMarket gives market m an id and a fresh quote on venue v.
 func (g *Generator) listMarket(m *market, v int) {
 	m.venues[v] = g.ids.market(v, m.ev.venues[v], m.title)
 	q := &quote{
 		unit: venueTicks[v],
-		bias: 0.012 * g.rng.NormFloat64(),
+		bias: venueBias * g.rng.NormFloat64(),
 		vol:  math.Exp(7 + 1.2*g.rng.NormFloat64()),
 	}
 	g.requote(m, q)

@@ -2,6 +2,7 @@ package feed
 
 import (
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -92,8 +93,18 @@ func TestWorldIsConsistent(t *testing.T) {
 				if _, ok := mk.Venues[venue]; !ok {
 					fail("quote on %s, where the market is not listed", venue)
 				}
-				if !(*q.Bid < *q.Ask && *q.Bid <= *q.Last && *q.Last <= *q.Ask) {
-					fail("%s quote bid %v ask %v last %v", venue, *q.Bid, *q.Ask, *q.Last)
+				if mk.Status == store.StatusResolved { // the settlement: book closed, last 0 or 1
+					want := 0.0
+					if *mk.Result == "yes" {
+						want = 1
+					}
+					if q.Bid != nil || q.Ask != nil || q.Last == nil || *q.Last != want {
+						fail("%s settlement quote %s, want no bid, no ask, last %v", venue, fmtQuote(q), want)
+					}
+					continue
+				}
+				if q.Bid == nil || q.Ask == nil || q.Last == nil || !(0 < *q.Bid && *q.Bid < *q.Ask && *q.Ask < 1 && *q.Bid <= *q.Last && *q.Last <= *q.Ask) {
+					fail("%s quote %s, want 0 < bid < ask < 1 and bid ≤ last ≤ ask", venue, fmtQuote(q))
 				}
 			}
 		case ingest.KindTrade:
@@ -194,4 +205,14 @@ func TestConfigDefaultsAndRanges(t *testing.T) {
 			decodeAll(t, tt.wantPrefix, generate(t, g, 500))
 		})
 	}
+}
+
+func fmtQuote(q store.Quote) string {
+	f := func(v *float64) string {
+		if v == nil {
+			return "null"
+		}
+		return strconv.FormatFloat(*v, 'g', -1, 64)
+	}
+	return "bid " + f(q.Bid) + " ask " + f(q.Ask) + " last " + f(q.Last)
 }

@@ -1,0 +1,211 @@
+package client
+
+import (
+	"context"
+	"iter"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Key reads the calling key: its scopes, expiry and the account's limit
+// per window (GET /public/v1/key; no scope needed).
+func (c *Client) Key(ctx context.Context) (*Key, error) {
+	var k Key
+	if _, err := c.do(ctx, "/key", nil, "", &k); err != nil {
+		return nil, err
+	}
+	return &k, nil
+}
+
+// Event reads one event with its active and recently resolved markets. An
+// event merged into another answers a 404 *Error whose MergedInto names
+// the event to read instead.
+func (c *Client) Event(ctx context.Context, universalID string) (*EventDetail, error) {
+	var e EventDetail
+	if _, err := c.do(ctx, "/events/"+url.PathEscape(universalID), nil, "", &e); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// Search returns the served active events whose titles start with q
+// (case-insensitive) and then those containing it, each group by volume;
+// an empty q ranks every event by volume. limit is 1–50; 0 means the
+// server's default (20). There is no cursor: only the top results.
+func (c *Client) Search(ctx context.Context, q string, limit int) ([]Event, error) {
+	query := url.Values{"q": {q}}
+	setInt(query, "limit", limit)
+	var l list[Event]
+	if _, err := c.do(ctx, "/markets/search", query, "", &l); err != nil {
+		return nil, err
+	}
+	return nonNil(l.Data), nil
+}
+
+// Trades returns a market's latest trades, newest first. limit is 1–200;
+// 0 means the server's default (50). There is no cursor.
+func (c *Client) Trades(ctx context.Context, marketID string, limit int) ([]Trade, error) {
+	query := url.Values{}
+	setInt(query, "limit", limit)
+	var l list[Trade]
+	if _, err := c.do(ctx, "/markets/"+url.PathEscape(marketID)+"/trades", query, "", &l); err != nil {
+		return nil, err
+	}
+	return nonNil(l.Data), nil
+}
+
+// EventsFilter selects the events Events walks. Zero values leave a filter
+// out.
+type EventsFilter struct {
+	// Category keeps the events of one category.
+	Category string
+	// Venue keeps the events that have an id on that venue (VenueA, …).
+	Venue string
+	// MinVenues keeps the events with ids on at least that many venues
+	// (1–4; every served event has 2).
+	MinVenues int
+	// Limit is the page size, 1–100 (0: the server's default, 50). It
+	// does not bound the walk: break out of the loop for that.
+	Limit int
+}
+
+// Events walks the active events in ascending universal_id order, page by
+// page, until the last page or until the loop breaks. An error ends the
+// walk: it is yielded once, with a zero Event. An event that becomes
+// active or resolves during the walk may or may not be yielded.
+//
+//	for ev, err := range c.Events(ctx, client.EventsFilter{Category: "politics"}) {
+//		if err != nil {
+//			return err
+//		}
+//		fmt.Println(ev.UniversalID, ev.Title)
+//	}
+func (c *Client) Events(ctx context.Context, f EventsFilter) iter.Seq2[Event, error] {
+	query := url.Values{}
+	if f.Category != "" {
+		query.Set("category", f.Category)
+	}
+	if f.Venue != "" {
+		query.Set("venue", f.Venue)
+	}
+	setInt(query, "min_venues", f.MinVenues)
+	setInt(query, "limit", f.Limit)
+	return walk[Event](ctx, c, "/events", query)
+}
+
+// VenueKey is a venue's own id of an event: the venue (VenueA, …) and the
+// id the venue gives it.
+type VenueKey struct {
+	Venue, ID string
+}
+
+// VenueIndex walks every active event once and maps each venue's own event
+// id to the event's universal id: the interface's stated way to go from a
+// venue's id to ours (there is no lookup by venue id). It holds event ids
+// only; a market's venue ids are in its event's read (Event), one call
+// per event. Should two events carry the same venue id (the matcher moved
+// it during the walk), the one later in universal_id order wins.
+func (c *Client) VenueIndex(ctx context.Context) (map[VenueKey]string, error) {
+	index := make(map[VenueKey]string)
+	for ev, err := range c.Events(ctx, EventsFilter{Limit: 100}) {
+		if err != nil {
+			return nil, err
+		}
+		for venue, id := range ev.VenueIDs() {
+			index[VenueKey{Venue: venue, ID: id}] = ev.UniversalID
+		}
+	}
+	return index, nil
+}
+
+// AccountKeysFilter selects the keys AccountKeys walks.
+type AccountKeysFilter struct {
+	// Status is "active", "revoked" or "expired"; "" lists all.
+	Status string
+	// Limit is the page size, 1–100 (0: the server's default, 50).
+	Limit int
+}
+
+// AccountKeys walks the keys of the caller's account in ascending key_id
+// order (scope account:read), like Events.
+func (c *Client) AccountKeys(ctx context.Context, f AccountKeysFilter) iter.Seq2[AccountKey, error] {
+	query := url.Values{}
+	if f.Status != "" {
+		query.Set("status", f.Status)
+	}
+	setInt(query, "limit", f.Limit)
+	return walk[AccountKey](ctx, c, "/account/keys", query)
+}
+
+// UsageFilter selects the rows Usage walks.
+type UsageFilter struct {
+	// Route keeps one route: key, events, event, search, snapshot, trades,
+	// account_keys, account_usage or stream.
+	Route string
+	// From and To are the first and last UTC day (only their UTC date
+	// counts); zero values mean the server's defaults, 30 days ago and
+	// today. The range may span at most 366 days.
+	From, To time.Time
+	// Limit is the page size, 1–100 (0: the server's default, 50).
+	Limit int
+}
+
+// Usage walks the account's request counts per UTC day and route,
+// ascending by date and then route (scope account:read), like Events.
+func (c *Client) Usage(ctx context.Context, f UsageFilter) iter.Seq2[UsageRow, error] {
+	query := url.Values{}
+	if f.Route != "" {
+		query.Set("route", f.Route)
+	}
+	if !f.From.IsZero() {
+		query.Set("from", f.From.UTC().Format(time.DateOnly))
+	}
+	if !f.To.IsZero() {
+		query.Set("to", f.To.UTC().Format(time.DateOnly))
+	}
+	setInt(query, "limit", f.Limit)
+	return walk[UsageRow](ctx, c, "/account/usage", query)
+}
+
+// walk yields the items of a cursor-paged route, following next_cursor.
+func walk[T any](ctx context.Context, c *Client, path string, query url.Values) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		q := url.Values{}
+		for k, v := range query {
+			q[k] = v
+		}
+		for {
+			var p page[T]
+			if _, err := c.do(ctx, path, q, "", &p); err != nil {
+				var zero T
+				yield(zero, err)
+				return
+			}
+			for _, item := range p.Data {
+				if !yield(item, nil) {
+					return
+				}
+			}
+			if p.NextCursor == nil || *p.NextCursor == "" {
+				return
+			}
+			q.Set("cursor", *p.NextCursor)
+		}
+	}
+}
+
+// setInt sets a positive integer parameter; 0 leaves it to the server.
+// A negative value is sent as it is, for the server to refuse (422).
+func setInt(q url.Values, name string, v int) {
+	if v != 0 {
+		q.Set(name, strconv.Itoa(v))
+	}
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

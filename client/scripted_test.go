@@ -1,0 +1,165 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// scripted is a server that answers each request with the next step of its
+// script (status, headers, body) and remembers what it was asked. It stands
+// in for the service where the service cannot be made to answer so: a 429
+// without Retry-After, a Retry-After as an HTTP date, a proxy's page.
+type scripted struct {
+	*httptest.Server
+	mu    sync.Mutex
+	steps []step
+	uris  []string
+	auth  []string
+	ua    []string
+}
+
+type step struct {
+	status int
+	header map[string]string
+	body   string
+}
+
+func newScripted(t *testing.T, steps ...step) *scripted {
+	t.Helper()
+	s := &scripted{steps: steps}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.uris = append(s.uris, r.RequestURI)
+		s.auth = append(s.auth, r.Header.Get("Authorization"))
+		s.ua = append(s.ua, r.Header.Get("User-Agent"))
+		st := step{status: 500, body: "script exhausted"}
+		if len(s.steps) > 0 {
+			st, s.steps = s.steps[0], s.steps[1:]
+		}
+		s.mu.Unlock()
+		for k, v := range st.header {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(st.status)
+		w.Write([]byte(st.body)) //nolint:errcheck // the client's side is what the test checks
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *scripted) asked() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.uris)
+}
+
+func scriptedClient(t *testing.T, s *scripted, opts ...Option) *Client {
+	t.Helper()
+	c, err := New("mdk_live_secret", append([]Option{WithBaseURL(s.URL + "/prefix/"), WithBackoff(time.Millisecond, 5*time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+const keyJSON = `{"key_id":"k1","last4":"cret","account_id":"a1","scopes":[],"ip_allowlist":[],"created_at":"2026-11-24T09:00:00Z","expires_at":"2027-02-22T09:00:00Z","limit":10,"window_s":60}`
+
+// TestRequestShape: the base URL's path prefix, the escaped id, the
+// Authorization and User-Agent headers.
+func TestRequestShape(t *testing.T) {
+	s := newScripted(t, step{status: 404, body: `{"error":{"code":"not_found","message":"no such event"}}`})
+	c := scriptedClient(t, s, WithUserAgent("watcher/1.0"))
+	_, err := c.Event(context.Background(), "a/b c%")
+	var apiErr *Error
+	if !errors.As(err, &apiErr) || apiErr.Status != 404 {
+		t.Fatalf("got %v, want the 404", err)
+	}
+	if got := s.asked(); !slices.Equal(got, []string{"/prefix/public/v1/events/a%2Fb%20c%25"}) {
+		t.Fatalf("request URI: got %v", got)
+	}
+	if s.auth[0] != "Bearer mdk_live_secret" || s.ua[0] != "watcher/1.0" {
+		t.Fatalf("headers: got Authorization %q, User-Agent %q", s.auth[0], s.ua[0])
+	}
+}
+
+// TestRetryScript: the retry policy on answers the service does not give
+// on cue.
+func TestRetryScript(t *testing.T) {
+	ok := step{status: 200, body: keyJSON, header: map[string]string{
+		"RateLimit-Limit": "10", "RateLimit-Remaining": "7", "RateLimit-Reset": "12"}}
+	cases := []struct {
+		name     string
+		opts     []Option
+		steps    []step
+		wantErr  int // status of the *Error returned, 0 for success
+		requests int
+	}{
+		{"429 without Retry-After: backoff", nil,
+			[]step{{status: 429, body: `{"error":{"code":"rate_limited","message":"x"}}`}, ok}, 0, 2},
+		{"429 with an HTTP date", nil,
+			[]step{{status: 429, header: map[string]string{"Retry-After": time.Now().Add(time.Second).UTC().Format(http.TimeFormat)}}, ok}, 0, 2},
+		{"429 over the cap", []Option{WithMaxRetryAfter(time.Second)},
+			[]step{{status: 429, header: map[string]string{"Retry-After": "2"}}, ok}, 429, 1},
+		{"503 proxy page, then success", nil,
+			[]step{{status: 503, body: "<html>down</html>"}, {status: 503}, ok}, 0, 3},
+		{"502 is not retried", nil, []step{{status: 502}, ok}, 502, 1},
+		{"400 is not retried", nil, []step{{status: 400}, ok}, 400, 1},
+		{"409 is not retried", nil, []step{{status: 409}, ok}, 409, 1},
+		{"retries off", []Option{WithMaxRetries(0)}, []step{{status: 503}, ok}, 503, 1},
+		{"retries run out", []Option{WithMaxRetries(2)}, []step{{status: 503}, {status: 503}, {status: 503}, ok}, 503, 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScripted(t, tc.steps...)
+			c := scriptedClient(t, s, tc.opts...)
+			k, err := c.Key(context.Background())
+			if n := len(s.asked()); n != tc.requests {
+				t.Errorf("requests: got %d, want %d", n, tc.requests)
+			}
+			if tc.wantErr == 0 {
+				if err != nil || k.KeyID != "k1" {
+					t.Fatalf("got %+v %v, want the key", k, err)
+				}
+				rl, ok := c.RateLimit()
+				if !ok || rl.Limit != 10 || rl.Remaining != 7 || rl.Reset != 12*time.Second {
+					t.Fatalf("RateLimit: got %+v %v", rl, ok)
+				}
+				return
+			}
+			var apiErr *Error
+			if !errors.As(err, &apiErr) || apiErr.Status != tc.wantErr {
+				t.Fatalf("got %v, want a %d *Error", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestNotModifiedWithoutTag: a 304 the client did not ask for is an error,
+// not an empty success.
+func TestNotModifiedWithoutTag(t *testing.T) {
+	s := newScripted(t, step{status: 304})
+	c := scriptedClient(t, s)
+	_, err := c.Key(context.Background())
+	var apiErr *Error
+	if !errors.As(err, &apiErr) || apiErr.Status != 304 {
+		t.Fatalf("got %v, want a 304 *Error", err)
+	}
+}
+
+// TestBadAnswer: a 200 that is not JSON is an error, and not retried.
+func TestBadAnswer(t *testing.T) {
+	s := newScripted(t, step{status: 200, body: "<html>"}, step{status: 200, body: keyJSON})
+	c := scriptedClient(t, s)
+	if _, err := c.Key(context.Background()); err == nil {
+		t.Fatal("a 200 with HTML: no error")
+	}
+	if n := len(s.asked()); n != 1 {
+		t.Fatalf("requests: got %d, want 1", n)
+	}
+}
