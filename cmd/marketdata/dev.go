@@ -19,8 +19,8 @@ func (c *cli) devCmd() *cobra.Command {
 	var reset bool
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run migrate + ingest + api + feed in one process on local services, with a demo account and key",
-		Long: "Run migrate + ingest + api + feed in one process on local services, with a demo account and key.\n\n" +
+		Short: "Run migrate + ingest + api + feed + the docs site in one process on local services, with a demo account and key",
+		Long: "Run migrate + ingest + api + feed + the docs site in one process on local services, with a demo account and key.\n\n" +
 			"The demo key, and the cursor secret and key pepper it depends on, are kept in a state file\n" +
 			"(--state) so the same key works after a restart; --reset starts over with new ones.",
 		Args: cobra.NoArgs,
@@ -54,22 +54,25 @@ func (c *cli) devCmd() *cobra.Command {
 			}
 			log.Info("dev ready to start", "schema", store.SchemaVersion(), "state", sess.statePath, "new_key", sess.newKey)
 
-			// Both servers report in; the banner goes out once both listen.
+			// The servers report in; the banner goes out once all listen.
 			var mu sync.Mutex
-			var ingestAdmin, apiAddr, apiAdmin string
+			var ingestAdmin, apiAddr, apiAdmin, docsAddr string
+			apiBound := make(chan string, 1)
 			banner := func() {
-				if ingestAdmin == "" || apiAddr == "" {
+				if ingestAdmin == "" || apiAddr == "" || docsAddr == "" {
 					return
 				}
 				_, _ = fmt.Fprintf(c.stdout, // a closed terminal has no banner to show
 					"\nmarketdata dev is running (Ctrl-C stops it)\n"+
 						"  API:             http://%s  (admin http://%s)\n"+
+						"  docs site:       http://%s  (reference and try-it panel: paste the demo key)\n"+
 						"  demo key:        %s  (%s)\n"+
 						"  try:             curl -s -H 'Authorization: Bearer %s' http://%s/public/v1/key\n"+
+						"  in a shell:      export MD_KEY=%s  (README: every route, the Go client's examples)\n"+
 						"  API metrics:     curl -s http://%s/metrics | grep -E 'marketdata_(http|ratelimit)'\n"+
 						"  ingest metrics:  curl -s http://%s/metrics | grep marketdata_ingest\n"+
 						"  synthetic feed:  %d events, %.0f messages/s\n\n",
-					apiAddr, apiAdmin, secret, keyNote, secret, apiAddr, apiAdmin, ingestAdmin, o.events, o.rate)
+					apiAddr, apiAdmin, docsAddr, secret, keyNote, secret, apiAddr, secret, apiAdmin, ingestAdmin, o.events, o.rate)
 			}
 			apiCfg := *cfg
 			apiCfg.AdminAddr = "127.0.0.1:0" // the ingest side has MD_ADMIN_ADDR
@@ -87,6 +90,27 @@ func (c *cli) devCmd() *cobra.Command {
 					mu.Lock()
 					defer mu.Unlock()
 					apiAddr, apiAdmin = addr, admin
+					apiBound <- addr
+					banner()
+				})
+			})
+			g.Go(func() error {
+				// The try-it panel calls this API: the address it bound, unless
+				// MD_DOCS_API_URL names others (MD_HTTP_ADDR may be :0).
+				var addr string
+				select {
+				case addr = <-apiBound:
+				case <-gctx.Done():
+					return nil
+				}
+				docsCfg := *cfg
+				if c.getenv("MD_DOCS_API_URL") == "" {
+					docsCfg.DocsAPIURLs = []string{"http://" + addr}
+				}
+				return runDocs(gctx, &docsCfg, log, func(addr string) {
+					mu.Lock()
+					defer mu.Unlock()
+					docsAddr = addr
 					banner()
 				})
 			})
