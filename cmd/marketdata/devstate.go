@@ -43,23 +43,34 @@ type devState struct {
 }
 
 // defaultDevStatePath is $XDG_STATE_HOME/marketdata/dev.json, else
-// ~/.local/state/marketdata/dev.json (the XDG base directory default).
+// ~/.local/state/marketdata/dev.json (the XDG base directory default), else
+// "": a shared place such as /tmp is never a default, since anyone who can
+// write there could hand dev a pepper of their choosing.
 func defaultDevStatePath(getenv func(string) string) string {
 	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "marketdata", "dev.json")
 	}
-	if home := getenv("HOME"); home != "" {
+	if home := getenv("HOME"); filepath.IsAbs(home) {
 		return filepath.Join(home, ".local", "state", "marketdata", "dev.json")
 	}
-	return filepath.Join(os.TempDir(), "marketdata-dev.json")
+	return ""
 }
 
-// loadDevState reads the state at path; a missing file is a zero state.
+// loadDevState reads the state at path; a missing file is a zero state. A
+// file that is not a regular file of the caller's, readable by its owner
+// only, is refused: its secrets would not be dev's own.
 func loadDevState(path string) (*devState, error) {
-	b, err := os.ReadFile(path)
+	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return &devState{}, nil
 	}
+	if err != nil {
+		return nil, fmt.Errorf("dev state %s: %w", path, err)
+	}
+	if err := checkPrivate(path, fi); err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("dev state %s: %w", path, err)
 	}
@@ -143,12 +154,19 @@ type devSession struct {
 // else a new one (the old demo key revoked, so restarts never pile up keys).
 // The state file is written before prepareDev returns.
 func prepareDev(ctx context.Context, getenv func(string) string, path string, reset bool, now time.Time) (*devSession, error) {
-	st := &devState{}
-	if !reset {
-		var err error
-		if st, err = loadDevState(path); err != nil {
-			return nil, err
+	if path == "" {
+		return nil, errors.New("dev state: neither XDG_STATE_HOME nor HOME is set: name the state file with --state")
+	}
+	st, err := loadDevState(path)
+	if err != nil && !reset {
+		return nil, err
+	}
+	var revoke *devState // with --reset, the demo key the old state kept
+	if reset {
+		if err == nil && st.KeyID != "" {
+			revoke = st
 		}
+		st = &devState{}
 	}
 	if st.Version == 0 {
 		st = &devState{Version: devStateVersion, CursorSecret: randomSecret(), KeyPepper: randomSecret(), CreatedAt: now.UTC()}
@@ -183,6 +201,13 @@ func prepareDev(ctx context.Context, getenv func(string) string, path string, re
 	}
 	defer closeStore()
 	sess := &devSession{cfg: cfg, statePath: path}
+	if revoke != nil && revoke.Database == st.Database {
+		// Starting over means the old demo key stops working, whatever pepper
+		// is in use (one set in the environment would keep it valid).
+		if _, err := s.RevokeKey(ctx, revoke.KeyID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+	}
 	if ok, err := demoKeyWorks(ctx, s, cfg.KeyPepper, st, now); err != nil {
 		return nil, err
 	} else if !ok {

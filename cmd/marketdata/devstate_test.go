@@ -167,6 +167,65 @@ func TestDevStateEnvironmentWins(t *testing.T) {
 	}
 }
 
+// TestDevResetRevokesTheOldKey: with the pepper set in the environment, the
+// old demo key would still authenticate after --reset unless it is revoked.
+func TestDevResetRevokesTheOldKey(t *testing.T) {
+	env := devEnv(t)
+	env["MD_KEY_PEPPER"] = "operator-pepper-0123456789abcdef0123456789"
+	path := filepath.Join(t.TempDir(), "dev.json")
+	ctx := context.Background()
+	old, err := prepareDev(ctx, envOf(env), path, false, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := prepareDev(ctx, envOf(env), path, true, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh.secret == old.secret {
+		t.Fatal("--reset kept the demo key")
+	}
+	if c := credential(t, old.cfg, old.secret); c.Key.RevokedAt == nil {
+		t.Error("--reset left the old demo key active: it still authenticates under the environment's pepper")
+	}
+}
+
+func TestDevStateRefusesAFileNotPrivate(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	st := &devState{Version: devStateVersion, KeyPepper: randomSecret(), CursorSecret: randomSecret()}
+	if err := st.save(good); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadDevState(good); err != nil {
+		t.Fatalf("the file dev wrote: %v", err)
+	}
+	open := filepath.Join(dir, "open.json")
+	b, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(open, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.json")
+	if err := os.Symlink(good, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{open, link} {
+		if _, err := prepareDev(context.Background(), envOf(nil), path, false, time.Now()); err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: got %v; want a refusal naming the file", filepath.Base(path), err)
+		}
+	}
+	if _, err := prepareDev(context.Background(), envOf(nil), defaultDevStatePath(envOf(nil)), false, time.Now()); err == nil ||
+		!strings.Contains(err.Error(), "--state") {
+		t.Errorf("no HOME nor XDG_STATE_HOME: got %v; want a refusal asking for --state", err)
+	}
+}
+
 func TestDevStateOtherDatabase(t *testing.T) {
 	env := devEnv(t)
 	path := filepath.Join(t.TempDir(), "dev.json")
