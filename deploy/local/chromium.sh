@@ -9,31 +9,13 @@ set -euo pipefail
 
 readonly CHROMIUM=/usr/bin/chromium
 
-die() {
-	printf 'chromium.sh: %s\n' "$*" >&2
-	exit 1
-}
-
-as_root() {
-	if [ "$(id -u)" -eq 0 ]; then
-		"$@"
-	elif command -v sudo >/dev/null 2>&1; then
-		sudo -n "$@"
-	else
-		die "need root (or sudo) to run: $*"
-	fi
-}
+# die, as_root, apt_install
+# shellcheck source=deploy/local/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 how="already installed"
 if [ ! -x "$CHROMIUM" ]; then
-	command -v apt-get >/dev/null 2>&1 || die "$CHROMIUM is missing and apt-get is unavailable: install Chromium yourself"
-	as_root apt-get update -q >&2 || die "apt-get update failed"
-	candidate=$(apt-cache policy chromium | awk '/Candidate:/ { print $2 }')
-	case "$candidate" in
-	"" | "(none)") die "package chromium is not available from this machine's apt sources" ;;
-	esac
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >&2 ||
-		die "apt-get install chromium failed"
+	apt_install chromium
 	[ -x "$CHROMIUM" ] || die "package chromium installed but $CHROMIUM is missing"
 	how=installed
 fi

@@ -24,41 +24,9 @@ readonly NATS_LOG=/var/log/nats-server.log
 readonly NATS_PID=/run/nats-server-local.pid
 readonly WAIT_SECONDS=${SERVICES_WAIT_SECONDS:-30}
 
-die() {
-	printf 'services.sh: %s\n' "$*" >&2
-	exit 1
-}
-
-# as_root runs a command as root: directly when we are root, else through passwordless sudo.
-as_root() {
-	if [ "$(id -u)" -eq 0 ]; then
-		"$@"
-	elif command -v sudo >/dev/null 2>&1; then
-		sudo -n "$@"
-	else
-		die "need root (or sudo) to run: $*"
-	fi
-}
-
-apt_updated=no
-
-# apt_install installs Debian packages, running apt-get update at most once per run.
-apt_install() {
-	command -v apt-get >/dev/null 2>&1 || die "$* not installed and apt-get is unavailable: install it yourself"
-	if [ "$apt_updated" = no ]; then
-		as_root apt-get update -q >&2 || die "apt-get update failed"
-		apt_updated=yes
-	fi
-	local pkg candidate
-	for pkg in "$@"; do
-		candidate=$(apt-cache policy "$pkg" | awk '/Candidate:/ { print $2 }')
-		case "$candidate" in
-		"" | "(none)") die "package $pkg is not available from this machine's apt sources" ;;
-		esac
-	done
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >&2 ||
-		die "apt-get install $* failed"
-}
+# die, as_root, apt_install
+# shellcheck source=deploy/local/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # wait_for retries a probe until it succeeds or WAIT_SECONDS pass, then fails naming the service.
 wait_for() {
