@@ -139,9 +139,30 @@ func liveOf(g *Generator, k kind) []*event {
 	return out
 }
 
-// checkExclusiveSums: the fair values of an exclusive event's active
-// outcomes sum to 1, and their mid-quotes to about 1.
+// checkExclusiveSums checks an exclusive event's prices against what the
+// model guarantees (prices.go):
+//   - the fair values of its active outcomes sum to 1 (a softmax);
+//   - each outcome was last quoted at a fair value at most staleLimit from
+//     its current one: a step of one outcome requotes the siblings it moved
+//     further than that (Generator.priceChange);
+//   - each venue's mid-quote is where that quoted fair value lands on the
+//     venue's grid, up to the venue's bias and jitter and half a tick;
+//   - so the outcomes' mid-quotes, averaged over venues, sum to the fair
+//     values on the grids (1, unless a book is pinned at an edge) within
+//     staleLimit per outcome plus a little for the venues' errors, which
+//     average out across venues and outcomes.
+//
+// Disabling the siblings' requote in priceChange fails the staleness check
+// (outcomes then lag their fair values by up to 0.07) and, on its own, the
+// sum check (a three-outcome event's mid-quotes then sum to 0.93, against
+// 1 ± 0.065); tripling the venues' bias fails the venue check.
 func checkExclusiveSums(t *testing.T, g *Generator, v *view, seen *coherenceSeen) {
+	// venueErr bounds one venue's |bias + jitter|: five standard deviations.
+	venueErr := 5 * math.Hypot(venueBias, quoteNoise)
+	// sumErr bounds the venues' errors summed over an event's outcomes (the
+	// standard deviation of that sum is under 0.012 for six outcomes quoted
+	// on one venue each, and smaller on more venues).
+	const sumErr = 0.02
 	var devSum float64
 	var n int
 	for _, e := range liveOf(g, exclusive) {
@@ -151,20 +172,50 @@ func checkExclusiveSums(t *testing.T, g *Generator, v *view, seen *coherenceSeen
 			continue
 		}
 		seen.exclusive++
-		fair, mids := 0.0, 0.0
+		fair, mids, want := 0.0, 0.0, 0.0
 		for _, m := range ms {
 			fair += m.p
-			mid := v.mid(t, m)
+			if lag := math.Abs(m.p - m.quotedP); lag > staleLimit+1e-12 {
+				t.Errorf("exclusive event %s %q: outcome %q quoted at %.4f, its fair value is %.4f: %.4f stale, want at most %v",
+					e.id, e.title, m.title, m.quotedP, m.p, lag, staleLimit)
+			}
+			p := v.prices[m.id]
+			if p == nil || len(p.Quotes) == 0 {
+				t.Fatalf("market %s has no quotes", m.id)
+			}
+			mid, onGrid := 0.0, 0.0
+			for venue, q := range p.Quotes {
+				if q.Bid == nil || q.Ask == nil {
+					t.Fatalf("active market %s has no bid or ask on %s", m.id, venue)
+				}
+				vi := slices.Index(store.Venues[:], venue)
+				if vi < 0 {
+					t.Fatalf("market %s quoted on an unknown venue %q", m.id, venue)
+				}
+				unit := float64(venueTicks[vi])
+				vmid := (*q.Bid + *q.Ask) / 2
+				// The book keeps edge ticks from 0 and 1 (requote), so its mid
+				// stays at least edge plus half the spread from them.
+				inset := float64(max(1, venueTicks[vi]/200))/unit + (*q.Ask-*q.Bid)/2
+				grid := func(p float64) float64 { return clamp(p, inset, 1-inset) }
+				if d := math.Abs(vmid - grid(m.quotedP)); d > venueErr+0.5/unit+1e-9 {
+					t.Errorf("exclusive event %s %q: outcome %q on %s: mid %.4f for a quoted fair value of %.4f, want within %.4f",
+						e.id, e.title, m.title, venue, vmid, m.quotedP, venueErr+0.5/unit)
+				}
+				mid += vmid
+				onGrid += grid(m.p)
+			}
+			mid /= float64(len(p.Quotes))
 			mids += mid
+			want += onGrid / float64(len(p.Quotes))
 			devSum += math.Abs(mid - m.p)
 			n++
 		}
-		if fair < 0.97 || fair > 1.03 {
-			t.Errorf("exclusive event %s %q: fair values sum to %.4f, want 1", e.id, e.title, fair)
+		if math.Abs(fair-1) > 1e-9 {
+			t.Errorf("exclusive event %s %q: fair values sum to %.12f, want 1", e.id, e.title, fair)
 		}
-		// Each outcome's quotes may lag its fair value by a cent or two.
-		if math.Abs(mids-1) > 0.03*float64(len(ms)) {
-			t.Errorf("exclusive event %s %q: %d mid-quotes sum to %.3f, want about 1", e.id, e.title, len(ms), mids)
+		if bound := sumErr + staleLimit*float64(len(ms)); math.Abs(mids-want) > bound {
+			t.Errorf("exclusive event %s %q: %d mid-quotes sum to %.4f, want %.4f ± %.3f", e.id, e.title, len(ms), mids, want, bound)
 		}
 	}
 	if n > 0 && devSum/float64(n) > 0.02 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -33,7 +34,8 @@ func getAs(t *testing.T, node *Node, secret, path string) (int, []byte) {
 
 // TestService runs a world of two API nodes end to end: a seeded world is
 // served by both, a published trade and price show, a node stopped and
-// killed comes back on its port, and the CLI's revocation takes effect.
+// killed comes back at its URL (even with its old ports taken meanwhile),
+// and the CLI's revocation takes effect.
 func TestService(t *testing.T) {
 	s := Start(t, Options{APINodes: 2, Env: map[string]string{"MD_RATE_LIMIT": "5000"}})
 	key := s.NewKey()
@@ -68,6 +70,11 @@ func TestService(t *testing.T) {
 	}
 
 	api := s.APIs[1]
+	url := api.URL()
+	api.proxy.mu.Lock()
+	oldHTTP := api.proxy.target
+	api.proxy.mu.Unlock()
+	oldAdmin := api.AdminAddr
 	api.Stop()
 	if api.Running() {
 		t.Fatal("api2 runs after Stop")
@@ -75,7 +82,24 @@ func TestService(t *testing.T) {
 	if _, err := http.Get(api.URL() + "/public/v1/key"); err == nil {
 		t.Fatal("api2 answers after Stop")
 	}
+	// While it is down, other processes take the ports it had (what
+	// another package's test may do under go test -p 2): it starts
+	// anyway, at the same URL.
+	for _, addr := range []string{oldHTTP, oldAdmin} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Logf("%s already taken again: %v", addr, err)
+			continue
+		}
+		defer ln.Close()
+	}
 	api.Start()
+	if api.URL() != url {
+		t.Fatalf("api2's URL after a restart: %s, want %s", api.URL(), url)
+	}
+	if status, body := getAs(t, api, key.Secret, "/public/v1/events/st-e001"); status != 200 {
+		t.Fatalf("api2 restarted while its old ports are taken: %d %s", status, body)
+	}
 	api.Kill()
 	api.Start()
 	if status, body := getAs(t, api, key.Secret, "/public/v1/events/st-e002"); status != 200 {
