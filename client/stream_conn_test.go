@@ -464,7 +464,11 @@ func TestStreamSilentConnectionReconnects(t *testing.T) {
 
 func TestStreamPingsKeepConnectionAlive(t *testing.T) {
 	defer streamSilence.Store(streamSilence.Load())
-	streamSilence.Store(int64(time.Second))
+	// The silence allowed is wide (3 s against pings every 50 ms), so that
+	// a stall of the test's goroutines on a loaded machine cannot look like
+	// a silent connection; the pings go on for more than twice that.
+	const silence = 3 * time.Second
+	streamSilence.Store(int64(silence))
 	f := newFakeServer(t)
 	s, err := f.client(t).Stream(context.Background(), []string{"a"})
 	if err != nil {
@@ -473,11 +477,11 @@ func TestStreamPingsKeepConnectionAlive(t *testing.T) {
 	defer s.Close() //nolint:errcheck // Close returns nil
 	c := f.next(t)
 	c.cmd()
-	// Pings for three times the silence allowed, then nothing: the
+	// Pings for more than twice the silence allowed, then nothing: the
 	// connection is dropped only after the pings stop (a ping on a
 	// connection the client dropped fails).
 	var lastPing time.Time
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+	for end := time.Now().Add(7 * time.Second); time.Now().Before(end); {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := c.ws.Ping(ctx); err != nil {
 			cancel()
