@@ -503,3 +503,33 @@ func TestStreamPingsKeepConnectionAlive(t *testing.T) {
 		t.Fatal("the silent connection was not dropped")
 	}
 }
+
+// TestStreamUpgradeRetryAfter: the upgrade's Retry-After is read like a
+// REST answer's (parseRetryAfter): a huge number of seconds is capped, not
+// wrapped into a negative wait that retries at once, and an HTTP date
+// counts. Both ask for longer than WithMaxRetryAfter: one upgrade, the
+// *Error returned with the wait.
+func TestStreamUpgradeRetryAfter(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		retryAfter string
+		min, max   time.Duration
+	}{
+		{"seconds that overflow a Duration", "99999999999", maxRetryAfterSeconds * time.Second, maxRetryAfterSeconds * time.Second},
+		{"an HTTP date", time.Now().Add(2 * time.Minute).UTC().Format(http.TimeFormat), 100 * time.Second, 121 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeServer(t)
+			refuse := refuseWith(http.StatusTooManyRequests, c.retryAfter, "rate_limited")
+			f.refuse = []func(http.ResponseWriter){refuse, refuse, refuse, refuse, refuse}
+			_, err := f.client(t).Stream(context.Background(), []string{"a"})
+			var e *Error
+			if !errors.As(err, &e) || e.Status != http.StatusTooManyRequests || e.RetryAfter < c.min || e.RetryAfter > c.max {
+				t.Fatalf("Stream refused with Retry-After %q: %v (%+v), want the 429 with RetryAfter in [%v, %v]", c.retryAfter, err, e, c.min, c.max)
+			}
+			if n := f.upgrades(); n != 1 {
+				t.Fatalf("%d upgrades, want 1 (a wait over WithMaxRetryAfter is not retried)", n)
+			}
+		})
+	}
+}
