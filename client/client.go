@@ -81,8 +81,9 @@ func WithHTTPClient(hc *http.Client) Option {
 	}
 }
 
-// WithMaxRetries sets how many times one call is retried after a 429, a 503
-// or a network error (default DefaultMaxRetries; 0 turns retries off).
+// WithMaxRetries sets how many times one call is retried after a 429, a
+// 502, 503 or 504, or a network error (default DefaultMaxRetries; 0 turns
+// retries off).
 func WithMaxRetries(n int) Option {
 	return func(c *Client) error {
 		if n < 0 {
@@ -107,8 +108,8 @@ func WithMaxRetryAfter(d time.Duration) Option {
 	}
 }
 
-// WithBackoff sets the jittered exponential backoff between retries of 503s
-// and network errors, and between stream reconnects: from min, doubling, at
+// WithBackoff sets the jittered exponential backoff between retries of
+// 502s, 503s, 504s and network errors, and between stream reconnects: from min, doubling, at
 // most max (defaults DefaultMinBackoff and DefaultMaxBackoff).
 func WithBackoff(minWait, maxWait time.Duration) Option {
 	return func(c *Client) error {
@@ -169,7 +170,7 @@ type Error struct {
 	// MergedInto is the event the asked-for event was merged into (a 404
 	// not_found only), else "".
 	MergedInto string
-	// RetryAfter is the Retry-After header of a 429 (or 503), else 0.
+	// RetryAfter is the Retry-After header of a 429 (or a 502, 503, 504), else 0.
 	RetryAfter time.Duration
 	// RequestID is the answer's X-Request-Id: quote it when reporting a
 	// problem.

@@ -147,9 +147,9 @@ func (c *Client) NewPoller(ids []string, interval time.Duration) (*Poller, error
 //
 // Run returns ctx's error when ctx ends, or the error of a failed round
 // (after the client's own retries: a 401, a 403, a 429 that asked for a
-// wait over WithMaxRetryAfter, a 503 that outlasted the retries). The
-// Poller keeps what it has seen: calling Run again goes on from there,
-// handing over nothing twice.
+// wait over WithMaxRetryAfter, a 502, 503 or 504 that outlasted the
+// retries). The Poller keeps what it has seen: calling Run again goes on
+// from there, handing over nothing twice.
 func (p *Poller) Run(ctx context.Context, changed func([]Price)) error {
 	t := time.NewTicker(p.interval)
 	defer t.Stop()
