@@ -71,6 +71,12 @@ func WithBaseURL(raw string) Option {
 // WithHTTPClient sets the HTTP client requests go through (default: a client
 // of its own with a 30 s timeout per attempt). The stream dials with its
 // transport too.
+//
+// The client never follows a redirect (the API sends none; following one
+// would send the key to wherever it points, over plain http even): it uses
+// a copy of hc whose CheckRedirect refuses them, so a 3xx answer is an
+// *Error with its status. hc itself is not changed; its transport, jar and
+// timeout are shared.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) error {
 		if hc == nil {
@@ -152,8 +158,16 @@ func New(key string, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
+	hc := *c.hc // a copy: the caller's client stays as it is
+	hc.CheckRedirect = noRedirects
+	c.hc = &hc
 	return c, nil
 }
+
+// noRedirects is the CheckRedirect of the client's http.Client: the 3xx
+// answer itself is returned (and becomes an *Error), its Location is never
+// asked, so the Authorization header goes nowhere but the base URL.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Error is an error answer of the API (contract §2): its status and the
 // body's code and message. errors.As finds it in every error a method

@@ -167,3 +167,51 @@ func TestBadAnswer(t *testing.T) {
 		t.Fatalf("requests: got %d, want 1", n)
 	}
 }
+
+// TestRedirectsNotFollowed: the API never redirects, so a 3xx is an
+// *Error with its status, and the request it points to is never made: the
+// key (Authorization) goes nowhere but the base URL, also through an
+// http.Client of the caller's (WithHTTPClient), which is left unchanged.
+func TestRedirectsNotFollowed(t *testing.T) {
+	var mu sync.Mutex
+	var elsewhere []string
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		elsewhere = append(elsewhere, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Write([]byte(keyJSON)) //nolint:errcheck // the client's side is what the test checks
+	}))
+	t.Cleanup(target.Close)
+	userClient := &http.Client{Timeout: 10 * time.Second}
+	for _, tc := range []struct {
+		name   string
+		status int
+		opts   []Option
+	}{
+		{"own client, 302", http.StatusFound, nil},
+		{"own client, 307", http.StatusTemporaryRedirect, nil},
+		{"caller's client, 301", http.StatusMovedPermanently, []Option{WithHTTPClient(userClient)}},
+		{"caller's client, 308", http.StatusPermanentRedirect, []Option{WithHTTPClient(userClient)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScripted(t, step{status: tc.status, header: map[string]string{"Location": target.URL + "/public/v1/key"}})
+			c := scriptedClient(t, s, tc.opts...)
+			_, err := c.Key(context.Background())
+			var apiErr *Error
+			if !errors.As(err, &apiErr) || apiErr.Status != tc.status {
+				t.Fatalf("got %v, want a %d *Error", err, tc.status)
+			}
+			if n := len(s.asked()); n != 1 {
+				t.Fatalf("requests to the API: %d, want 1 (a 3xx is not retried)", n)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(elsewhere) != 0 {
+				t.Fatalf("the redirect was followed: the other server was asked with Authorization %q", elsewhere)
+			}
+		})
+	}
+	if userClient.CheckRedirect != nil {
+		t.Fatal("WithHTTPClient changed the caller's http.Client")
+	}
+}
