@@ -19,7 +19,9 @@ const MaxSnapshotIDs = 50
 // burst through the account's window.
 const snapshotParallel = 4
 
-// Snapshot reads the prices of the markets ids names. Duplicates are
+// Snapshot reads the prices of the markets ids names. Each id must be a
+// universal id ([A-Za-z0-9_-]{1,64}): one that is not fails the call with
+// an error wrapping ErrInvalidID, before any request. Duplicates are
 // removed (the first occurrence keeps its place); more than MaxSnapshotIDs
 // ids are split into requests of MaxSnapshotIDs, run concurrently (at most
 // 4 at once), and their data and missing merged in the order asked.
@@ -29,6 +31,9 @@ const snapshotParallel = 4
 // snapshot whose absent prices would read as "missing". No ids: an empty
 // Snapshot, no request.
 func (c *Client) Snapshot(ctx context.Context, ids []string) (*Snapshot, error) {
+	if err := checkIDs("Snapshot", ids); err != nil {
+		return nil, err
+	}
 	chunks := chunkIDs(ids)
 	parts := make([]Snapshot, len(chunks))
 	err := runChunks(ctx, len(chunks), func(ctx context.Context, i int) error {
@@ -122,10 +127,14 @@ type Poller struct {
 
 // NewPoller returns a Poller of the markets ids names (any number:
 // duplicates removed, split into requests of MaxSnapshotIDs) polled every
-// interval (at least one second).
+// interval (at least one second). An id that is not a universal id is an
+// error wrapping ErrInvalidID.
 func (c *Client) NewPoller(ids []string, interval time.Duration) (*Poller, error) {
 	if interval < time.Second {
 		return nil, fmt.Errorf("client: NewPoller: interval %v is under 1s", interval)
+	}
+	if err := checkIDs("NewPoller", ids); err != nil {
+		return nil, err
 	}
 	chunks := chunkIDs(ids)
 	if len(chunks) == 0 {

@@ -63,7 +63,8 @@ type streamCmd struct {
 var streamStrict atomic.Bool
 
 // Stream opens a price stream subscribed to ids (0 to MaxStreamMarkets
-// market ids; more can be subscribed later). It returns once the first
+// market ids; more can be subscribed later; an id that is not a universal
+// id is an error wrapping ErrInvalidID). It returns once the first
 // connection is open; opening it is retried like a request (WithMaxRetries,
 // WithBackoff) after a network error, a 502, 503 or 504, or a 429 whose
 // Retry-After is within WithMaxRetryAfter. Any other refusal of the upgrade
@@ -79,8 +80,8 @@ var streamStrict atomic.Bool
 func (c *Client) Stream(ctx context.Context, ids []string) (*Stream, error) {
 	markets := make(map[string]struct{}, len(ids))
 	for _, id := range ids {
-		if !validID(id) {
-			return nil, fmt.Errorf("client: Stream: %q is not a market id", id)
+		if err := checkID("Stream", id); err != nil {
+			return nil, err
 		}
 		markets[id] = struct{}{}
 	}
@@ -116,12 +117,11 @@ func (c *Client) Stream(ctx context.Context, ids []string) (*Stream, error) {
 // open). Its answer comes as a StreamSubscribed event, then the current
 // price of each accepted market. An id that is not a market id, or more
 // than MaxStreamMarkets markets in all, is refused here and nothing is
-// subscribed. It returns an error once the stream has ended.
+// subscribed (an invalid id's error wraps ErrInvalidID). It returns an
+// error once the stream has ended.
 func (s *Stream) Subscribe(ids ...string) error {
-	for _, id := range ids {
-		if !validID(id) {
-			return fmt.Errorf("client: Subscribe: %q is not a market id", id)
-		}
+	if err := checkIDs("Subscribe", ids); err != nil {
+		return err
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
