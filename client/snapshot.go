@@ -112,7 +112,10 @@ func runChunks(ctx context.Context, n int, fn func(ctx context.Context, i int) e
 }
 
 // Poller polls the prices of a watchlist at an interval and hands over
-// only the prices whose version changed since it last saw them. It sends
+// only the prices that changed since it last handed them over: a higher
+// version, or the same version with other fields (a market's status or
+// event can change without its price's version moving, as when it
+// resolves). It sends
 // If-None-Match with each chunk's last ETag, so an unchanged chunk costs
 // the server a 304 and the caller nothing. Create it with NewPoller; use
 // it from one goroutine.
@@ -121,8 +124,9 @@ type Poller struct {
 	chunks   [][]string
 	interval time.Duration
 	etags    []string
-	versions map[string]int64
-	missing  [][]string
+	// last is each market's price last handed over.
+	last    map[string]*Price
+	missing [][]string
 }
 
 // NewPoller returns a Poller of the markets ids names (any number:
@@ -143,14 +147,16 @@ func (c *Client) NewPoller(ids []string, interval time.Duration) (*Poller, error
 	return &Poller{
 		c: c, chunks: chunks, interval: interval,
 		etags: make([]string, len(chunks)), missing: make([][]string, len(chunks)),
-		versions: make(map[string]int64),
+		last: make(map[string]*Price),
 	}, nil
 }
 
 // Run polls until ctx is done or a round fails, calling changed after each
 // round that found changes with those prices, in watchlist order: on the
 // first round every price the snapshot has, then each price whose version
-// is above the one last handed over. A 304 is no change. Rounds start
+// is above the one last handed over for its market, or the same version
+// with other fields (status, event, quotes, …); never a lower version nor
+// a repeat. A 304 is no change. Rounds start
 // every interval (the first at once); a round that takes longer delays the
 // next, never overlaps it.
 //
@@ -201,10 +207,12 @@ func (p *Poller) Poll(ctx context.Context) ([]Price, error) {
 			continue
 		}
 		p.etags[i], p.missing[i] = tags[i], parts[i].Missing
-		for _, pr := range parts[i].Data {
-			if pr.Version > p.versions[pr.MarketID] {
-				p.versions[pr.MarketID] = pr.Version
-				out = append(out, pr)
+		for j := range parts[i].Data {
+			pr := &parts[i].Data[j]
+			last := p.last[pr.MarketID]
+			if last == nil || pr.Version > last.Version || pr.Version == last.Version && !samePrice(pr, last) {
+				p.last[pr.MarketID] = pr
+				out = append(out, *pr)
 			}
 		}
 	}
