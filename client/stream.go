@@ -20,9 +20,12 @@ import (
 // The client reads the connection continuously, whatever the consumer
 // does, so the server never closes it as a slow reader (4008): prices
 // wait in the Stream, at most one per market, the newest (an older one
-// waiting is replaced where it stands in the order). A consumer never gets
-// an older version of a market after a newer one, nor the same price
-// twice, across reconnects too.
+// waiting is replaced where it stands in the order). News of the
+// connection folds too: however many times the stream reconnects while the
+// consumer does not read, a few events wait (see StreamEvent.Merged), and
+// at most 1024 events other than prices ever do (DroppedEvents). A
+// consumer never gets an older version of a market after a newer one, nor
+// the same price twice, across reconnects too.
 type Stream struct {
 	c       *Client
 	ctx     context.Context
@@ -279,6 +282,17 @@ func (s *Stream) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
+}
+
+// DroppedEvents counts the events other than prices the stream dropped,
+// oldest first, because more than 1024 waited for the consumer: news it
+// cannot fold (see StreamEvent.Merged), such as the acks of thousands of
+// Subscribe calls made while nothing read the stream. 0 for a consumer
+// that reads.
+func (s *Stream) DroppedEvents() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.q.dropped
 }
 
 // Conflated counts the prices replaced by a newer version of their market

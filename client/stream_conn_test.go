@@ -533,3 +533,91 @@ func TestStreamUpgradeRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamEventsBoundedAcrossReconnects: a consumer that stopped
+// reading, and a server that accepts, answers the subscribe and closes, 60
+// times over: what waits does not grow with the reconnects. The cycles
+// (connected, resubscribed, disconnected) after the first reconnect fold
+// into one: its events say how many they stand for (Merged), the
+// resubscribe ack kept is the latest, with every market any folded ack
+// listed as missing.
+func TestStreamEventsBoundedAcrossReconnects(t *testing.T) {
+	f := newFakeServer(t)
+	s, err := f.client(t).Stream(context.Background(), []string{"a", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close() //nolint:errcheck // Close returns nil
+	const cycles = 60
+	for i := range cycles {
+		c := f.next(t)
+		_, ids := c.cmd()
+		if i == 7 {
+			c.send("subscribed", `,"market_ids":["a"],"missing":["b"]`)
+		} else {
+			c.ack(ids)
+		}
+		c.price("a", int64(i+1))
+		c.ws.Close(websocket.StatusGoingAway, "node shutting down") //nolint:errcheck // the client's end shows
+	}
+	last := f.next(t)
+	_, ids := last.cmd()
+	if !slices.Equal(ids, []string{"a"}) {
+		t.Fatalf("last resubscribe of %v, want [a] (b was missing)", ids)
+	}
+	last.ack(ids)
+	// Wait until the last ack waits for the consumer, then take everything.
+	var evs []StreamEvent
+	for deadline := time.Now().Add(waitLong); ; time.Sleep(10 * time.Millisecond) {
+		s.mu.Lock()
+		n := len(s.q.entries)
+		done := n > 0 && s.q.entries[n-1].ev.Kind == StreamSubscribed && slices.Equal(s.q.entries[n-1].ev.MarketIDs, ids)
+		if done {
+			evs = drain(s.q)
+		}
+		s.mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the last resubscribe's ack never came")
+		}
+	}
+	t.Logf("%d events for %d reconnects: %v", len(evs), cycles, versions(evs))
+	want := []string{"connected", "subscribed", "a@60", "disconnected", "connected", "subscribed", "disconnected", "connected", "subscribed"}
+	if !eq(versions(evs), want) {
+		t.Fatalf("%d events waited after %d reconnects: %v, want %v", len(evs), cycles, versions(evs), want)
+	}
+	if evs[4].Merged != cycles-2 {
+		t.Fatalf("the reconnect cycle kept stands for %d others, want %d", evs[4].Merged, cycles-2)
+	}
+	var connects, disconnects, resubs int
+	missingB := false
+	for _, ev := range evs {
+		switch ev.Kind {
+		case StreamConnected:
+			connects += 1 + ev.Merged
+		case StreamDisconnected:
+			disconnects += 1 + ev.Merged
+		case StreamSubscribed:
+			if ev.Resubscribe {
+				resubs += 1 + ev.Merged
+			}
+			missingB = missingB || slices.Contains(ev.Missing, "b")
+		case StreamPrice:
+			if ev.Price.Version != cycles {
+				t.Fatalf("price %s@%d, want only the newest, a@%d", ev.Price.MarketID, ev.Price.Version, cycles)
+			}
+		}
+	}
+	if connects != cycles+1 || disconnects != cycles || resubs != cycles {
+		t.Fatalf("counted %d connects, %d disconnects, %d resubscribes (with Merged), want %d, %d, %d",
+			connects, disconnects, resubs, cycles+1, cycles, cycles)
+	}
+	if !missingB {
+		t.Fatal("no ack the consumer got lists b as missing")
+	}
+	if got := s.Markets(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("Markets() = %v, want [a]", got)
+	}
+}
