@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"strings"
 	"sync"
@@ -211,7 +212,12 @@ func (p *Poller) Poll(ctx context.Context) ([]Price, error) {
 			pr := &parts[i].Data[j]
 			last := p.last[pr.MarketID]
 			if last == nil || pr.Version > last.Version || pr.Version == last.Version && !samePrice(pr, last) {
-				p.last[pr.MarketID] = pr
+				// A copy of its own (quotes too): neither this round's
+				// answer is kept alive nor what the caller does to the
+				// price it gets changes what the next round compares with.
+				kept := *pr
+				kept.Quotes = maps.Clone(pr.Quotes)
+				p.last[pr.MarketID] = &kept
 				out = append(out, *pr)
 			}
 		}
