@@ -79,9 +79,8 @@ func (q *streamQueue) push(ev StreamEvent) {
 			tail[0].ev = ev
 			return
 		}
-		if q.foldCycle(tail, &ev) {
-			break
-		}
+		// A folded cycle leaves ev, counting it, to be queued at the end.
+		q.foldCycle(tail, &ev)
 	case StreamRefused:
 		tail := q.newsTail(1)
 		if len(tail) > 0 && sameUnavailable(tail[0].ev, ev) {
