@@ -71,6 +71,12 @@ func WithBaseURL(raw string) Option {
 // WithHTTPClient sets the HTTP client requests go through (default: a client
 // of its own with a 30 s timeout per attempt). The stream dials with its
 // transport too.
+//
+// The client never follows a redirect (the API sends none; following one
+// would send the key to wherever it points, over plain http even): it uses
+// a copy of hc whose CheckRedirect refuses them, so a 3xx answer is an
+// *Error with its status. hc itself is not changed; its transport, jar and
+// timeout are shared.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) error {
 		if hc == nil {
@@ -81,8 +87,9 @@ func WithHTTPClient(hc *http.Client) Option {
 	}
 }
 
-// WithMaxRetries sets how many times one call is retried after a 429, a 503
-// or a network error (default DefaultMaxRetries; 0 turns retries off).
+// WithMaxRetries sets how many times one call is retried after a 429, a
+// 502, 503 or 504, or a network error (default DefaultMaxRetries; 0 turns
+// retries off).
 func WithMaxRetries(n int) Option {
 	return func(c *Client) error {
 		if n < 0 {
@@ -107,8 +114,8 @@ func WithMaxRetryAfter(d time.Duration) Option {
 	}
 }
 
-// WithBackoff sets the jittered exponential backoff between retries of 503s
-// and network errors, and between stream reconnects: from min, doubling, at
+// WithBackoff sets the jittered exponential backoff between retries of
+// 502s, 503s, 504s and network errors, and between stream reconnects: from min, doubling, at
 // most max (defaults DefaultMinBackoff and DefaultMaxBackoff).
 func WithBackoff(minWait, maxWait time.Duration) Option {
 	return func(c *Client) error {
@@ -151,8 +158,16 @@ func New(key string, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
+	hc := *c.hc // a copy: the caller's client stays as it is
+	hc.CheckRedirect = noRedirects
+	c.hc = &hc
 	return c, nil
 }
+
+// noRedirects is the CheckRedirect of the client's http.Client: the 3xx
+// answer itself is returned (and becomes an *Error), its Location is never
+// asked, so the Authorization header goes nowhere but the base URL.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Error is an error answer of the API (contract §2): its status and the
 // body's code and message. errors.As finds it in every error a method
@@ -169,7 +184,7 @@ type Error struct {
 	// MergedInto is the event the asked-for event was merged into (a 404
 	// not_found only), else "".
 	MergedInto string
-	// RetryAfter is the Retry-After header of a 429 (or 503), else 0.
+	// RetryAfter is the Retry-After header of a 429 (or a 502, 503, 504), else 0.
 	RetryAfter time.Duration
 	// RequestID is the answer's X-Request-Id: quote it when reporting a
 	// problem.

@@ -66,8 +66,8 @@ type answer struct {
 // do GETs /public/v1+path (path escaped, see url.PathEscape) with query, decodes a 200 answer's body into out
 // (when not nil) and returns the answer's ETag; with etag set it sends
 // If-None-Match and reports a 304 as notModified (out untouched). Error
-// answers become *Error; 429, 503 and network errors are retried per the
-// client's options, every wait bounded by ctx.
+// answers become *Error; 429, 502, 503, 504 and network errors are retried
+// per the client's options, every wait bounded by ctx.
 func (c *Client) do(ctx context.Context, path string, query url.Values, etag string, out any) (answer, error) {
 	// path holds escaped segments (an id with "/" or "%" stays one
 	// segment): set the escaped form and the plain one that matches it.
@@ -126,7 +126,10 @@ func (c *Client) retryWait(ctx context.Context, err error, attempt int) (time.Du
 			return apiErr.RetryAfter, true
 		}
 		return c.backoff(attempt), true
-	case http.StatusServiceUnavailable:
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		// 503 is the API's own "unavailable"; 502 and 504 come from a load
+		// balancer or proxy in front of it (a node restarting). The stream's
+		// upgrade retries the same three.
 		wait := c.backoff(attempt)
 		if apiErr.RetryAfter > wait && apiErr.RetryAfter <= c.maxRetryAfter {
 			wait = apiErr.RetryAfter

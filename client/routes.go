@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"iter"
 	"net/url"
 	"strconv"
@@ -20,8 +22,13 @@ func (c *Client) Key(ctx context.Context) (*Key, error) {
 
 // Event reads one event with its active and recently resolved markets. An
 // event merged into another answers a 404 *Error whose MergedInto names
-// the event to read instead.
+// the event to read instead. An id that is not a universal id
+// ([A-Za-z0-9_-]{1,64}) is an error wrapping ErrInvalidID, and nothing is
+// sent.
 func (c *Client) Event(ctx context.Context, universalID string) (*EventDetail, error) {
+	if err := checkID("Event", universalID); err != nil {
+		return nil, err
+	}
 	var e EventDetail
 	if _, err := c.do(ctx, "/events/"+url.PathEscape(universalID), nil, "", &e); err != nil {
 		return nil, err
@@ -44,8 +51,13 @@ func (c *Client) Search(ctx context.Context, q string, limit int) ([]Event, erro
 }
 
 // Trades returns a market's latest trades, newest first. limit is 1–200;
-// 0 means the server's default (50). There is no cursor.
+// 0 means the server's default (50). There is no cursor. A marketID that
+// is not a universal id is an error wrapping ErrInvalidID, and nothing is
+// sent.
 func (c *Client) Trades(ctx context.Context, marketID string, limit int) ([]Trade, error) {
+	if err := checkID("Trades", marketID); err != nil {
+		return nil, err
+	}
 	query := url.Values{}
 	setInt(query, "limit", limit)
 	var l list[Trade]
@@ -208,4 +220,35 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// ErrInvalidID is wrapped by the error of a method given an id that is not
+// a universal id: [A-Za-z0-9_-]{1,64}, the pattern of every event and
+// market id (contract §4). Such an id is refused before anything is sent
+// (in a URL path, "../key" would name another route; in a snapshot's ids,
+// "a,b" would be two), so errors.Is(err, ErrInvalidID) finds it and
+// errors.As finds no *Error: no answer came. Event, Trades, Snapshot,
+// NewPoller, Stream and (*Stream).Subscribe check their ids.
+var ErrInvalidID = errors.New("not a universal id ([A-Za-z0-9_-]{1,64})")
+
+// checkID refuses an id that is not a universal id; method names the
+// caller in the error.
+func checkID(method, id string) error {
+	if validID(id) {
+		return nil
+	}
+	if len(id) > 80 {
+		id = id[:80] + "…"
+	}
+	return fmt.Errorf("client: %s: %q: %w", method, id, ErrInvalidID)
+}
+
+// checkIDs is checkID of every id.
+func checkIDs(method string, ids []string) error {
+	for _, id := range ids {
+		if err := checkID(method, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -265,15 +265,21 @@ func TestRoutes(t *testing.T) {
 		}
 	})
 
-	t.Run("snapshot chunk fails", func(t *testing.T) {
+	t.Run("snapshot of a malformed id", func(t *testing.T) {
+		// Refused by the client, before any request (all-or-nothing of a
+		// chunk the server fails: TestSnapshotAllOrNothing).
 		ids := []string{"bad id!"}
 		for _, m := range wd.w.Markets {
 			ids = append(ids, m.ID)
 		}
+		rec.take()
 		_, err := c.Snapshot(ctx, ids)
 		var apiErr *client.Error
-		if !errors.As(err, &apiErr) || apiErr.Status != 422 {
-			t.Fatalf("a malformed id in one chunk: got %v, want the 422", err)
+		if !errors.Is(err, client.ErrInvalidID) || errors.As(err, &apiErr) {
+			t.Fatalf("a malformed id in one chunk: got %v, want ErrInvalidID", err)
+		}
+		if statuses, _ := rec.take(); len(statuses) != 0 {
+			t.Fatalf("a malformed id: %d requests sent, want none", len(statuses))
 		}
 	})
 

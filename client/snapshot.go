@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"strings"
 	"sync"
@@ -19,7 +20,9 @@ const MaxSnapshotIDs = 50
 // burst through the account's window.
 const snapshotParallel = 4
 
-// Snapshot reads the prices of the markets ids names. Duplicates are
+// Snapshot reads the prices of the markets ids names. Each id must be a
+// universal id ([A-Za-z0-9_-]{1,64}): one that is not fails the call with
+// an error wrapping ErrInvalidID, before any request. Duplicates are
 // removed (the first occurrence keeps its place); more than MaxSnapshotIDs
 // ids are split into requests of MaxSnapshotIDs, run concurrently (at most
 // 4 at once), and their data and missing merged in the order asked.
@@ -29,6 +32,9 @@ const snapshotParallel = 4
 // snapshot whose absent prices would read as "missing". No ids: an empty
 // Snapshot, no request.
 func (c *Client) Snapshot(ctx context.Context, ids []string) (*Snapshot, error) {
+	if err := checkIDs("Snapshot", ids); err != nil {
+		return nil, err
+	}
 	chunks := chunkIDs(ids)
 	parts := make([]Snapshot, len(chunks))
 	err := runChunks(ctx, len(chunks), func(ctx context.Context, i int) error {
@@ -107,7 +113,10 @@ func runChunks(ctx context.Context, n int, fn func(ctx context.Context, i int) e
 }
 
 // Poller polls the prices of a watchlist at an interval and hands over
-// only the prices whose version changed since it last saw them. It sends
+// only the prices that changed since it last handed them over: a higher
+// version, or the same version with other fields (a market's status or
+// event can change without its price's version moving, as when it
+// resolves). It sends
 // If-None-Match with each chunk's last ETag, so an unchanged chunk costs
 // the server a 304 and the caller nothing. Create it with NewPoller; use
 // it from one goroutine.
@@ -116,16 +125,21 @@ type Poller struct {
 	chunks   [][]string
 	interval time.Duration
 	etags    []string
-	versions map[string]int64
-	missing  [][]string
+	// last is each market's price last handed over.
+	last    map[string]*Price
+	missing [][]string
 }
 
 // NewPoller returns a Poller of the markets ids names (any number:
 // duplicates removed, split into requests of MaxSnapshotIDs) polled every
-// interval (at least one second).
+// interval (at least one second). An id that is not a universal id is an
+// error wrapping ErrInvalidID.
 func (c *Client) NewPoller(ids []string, interval time.Duration) (*Poller, error) {
 	if interval < time.Second {
 		return nil, fmt.Errorf("client: NewPoller: interval %v is under 1s", interval)
+	}
+	if err := checkIDs("NewPoller", ids); err != nil {
+		return nil, err
 	}
 	chunks := chunkIDs(ids)
 	if len(chunks) == 0 {
@@ -134,22 +148,24 @@ func (c *Client) NewPoller(ids []string, interval time.Duration) (*Poller, error
 	return &Poller{
 		c: c, chunks: chunks, interval: interval,
 		etags: make([]string, len(chunks)), missing: make([][]string, len(chunks)),
-		versions: make(map[string]int64),
+		last: make(map[string]*Price),
 	}, nil
 }
 
 // Run polls until ctx is done or a round fails, calling changed after each
 // round that found changes with those prices, in watchlist order: on the
 // first round every price the snapshot has, then each price whose version
-// is above the one last handed over. A 304 is no change. Rounds start
+// is above the one last handed over for its market, or the same version
+// with other fields (status, event, quotes, …); never a lower version nor
+// a repeat. A 304 is no change. Rounds start
 // every interval (the first at once); a round that takes longer delays the
 // next, never overlaps it.
 //
 // Run returns ctx's error when ctx ends, or the error of a failed round
 // (after the client's own retries: a 401, a 403, a 429 that asked for a
-// wait over WithMaxRetryAfter, a 503 that outlasted the retries). The
-// Poller keeps what it has seen: calling Run again goes on from there,
-// handing over nothing twice.
+// wait over WithMaxRetryAfter, a 502, 503 or 504 that outlasted the
+// retries). The Poller keeps what it has seen: calling Run again goes on
+// from there, handing over nothing twice.
 func (p *Poller) Run(ctx context.Context, changed func([]Price)) error {
 	t := time.NewTicker(p.interval)
 	defer t.Stop()
@@ -192,10 +208,17 @@ func (p *Poller) Poll(ctx context.Context) ([]Price, error) {
 			continue
 		}
 		p.etags[i], p.missing[i] = tags[i], parts[i].Missing
-		for _, pr := range parts[i].Data {
-			if pr.Version > p.versions[pr.MarketID] {
-				p.versions[pr.MarketID] = pr.Version
-				out = append(out, pr)
+		for j := range parts[i].Data {
+			pr := &parts[i].Data[j]
+			last := p.last[pr.MarketID]
+			if last == nil || pr.Version > last.Version || pr.Version == last.Version && !samePrice(pr, last) {
+				// A copy of its own (quotes too): neither this round's
+				// answer is kept alive nor what the caller does to the
+				// price it gets changes what the next round compares with.
+				kept := *pr
+				kept.Quotes = maps.Clone(pr.Quotes)
+				p.last[pr.MarketID] = &kept
+				out = append(out, *pr)
 			}
 		}
 	}

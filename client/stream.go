@@ -20,9 +20,12 @@ import (
 // The client reads the connection continuously, whatever the consumer
 // does, so the server never closes it as a slow reader (4008): prices
 // wait in the Stream, at most one per market, the newest (an older one
-// waiting is replaced where it stands in the order). A consumer never gets
-// an older version of a market after a newer one, nor the same price
-// twice, across reconnects too.
+// waiting is replaced where it stands in the order). News of the
+// connection folds too: however many times the stream reconnects while the
+// consumer does not read, a few events wait (see StreamEvent.Merged), and
+// at most 1024 events other than prices ever do (DroppedEvents). A
+// consumer never gets an older version of a market after a newer one, nor
+// the same price twice, across reconnects too.
 type Stream struct {
 	c       *Client
 	ctx     context.Context
@@ -63,7 +66,8 @@ type streamCmd struct {
 var streamStrict atomic.Bool
 
 // Stream opens a price stream subscribed to ids (0 to MaxStreamMarkets
-// market ids; more can be subscribed later). It returns once the first
+// market ids; more can be subscribed later; an id that is not a universal
+// id is an error wrapping ErrInvalidID). It returns once the first
 // connection is open; opening it is retried like a request (WithMaxRetries,
 // WithBackoff) after a network error, a 502, 503 or 504, or a 429 whose
 // Retry-After is within WithMaxRetryAfter. Any other refusal of the upgrade
@@ -79,8 +83,8 @@ var streamStrict atomic.Bool
 func (c *Client) Stream(ctx context.Context, ids []string) (*Stream, error) {
 	markets := make(map[string]struct{}, len(ids))
 	for _, id := range ids {
-		if !validID(id) {
-			return nil, fmt.Errorf("client: Stream: %q is not a market id", id)
+		if err := checkID("Stream", id); err != nil {
+			return nil, err
 		}
 		markets[id] = struct{}{}
 	}
@@ -116,12 +120,11 @@ func (c *Client) Stream(ctx context.Context, ids []string) (*Stream, error) {
 // open). Its answer comes as a StreamSubscribed event, then the current
 // price of each accepted market. An id that is not a market id, or more
 // than MaxStreamMarkets markets in all, is refused here and nothing is
-// subscribed. It returns an error once the stream has ended.
+// subscribed (an invalid id's error wraps ErrInvalidID). It returns an
+// error once the stream has ended.
 func (s *Stream) Subscribe(ids ...string) error {
-	for _, id := range ids {
-		if !validID(id) {
-			return fmt.Errorf("client: Subscribe: %q is not a market id", id)
-		}
+	if err := checkIDs("Subscribe", ids); err != nil {
+		return err
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -279,6 +282,17 @@ func (s *Stream) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
+}
+
+// DroppedEvents counts the events other than prices the stream dropped,
+// oldest first, because more than 1024 waited for the consumer: news it
+// cannot fold (see StreamEvent.Merged), such as the acks of thousands of
+// Subscribe calls made while nothing read the stream. 0 for a consumer
+// that reads.
+func (s *Stream) DroppedEvents() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.q.dropped
 }
 
 // Conflated counts the prices replaced by a newer version of their market

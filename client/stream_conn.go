@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -77,11 +76,8 @@ func streamUpgradeError(resp *http.Response) *Error {
 	if e.Code == "" {
 		e.Code, e.Message = "unexpected_status", "the stream's upgrade was answered "+resp.Status
 	}
-	if ra := resp.Header.Get("Retry-After"); ra != "" {
-		if n, err := strconv.Atoi(ra); err == nil && n >= 0 {
-			e.RetryAfter = time.Duration(n) * time.Second
-		}
-	}
+	// As a REST answer's: seconds (capped, never wrapped) or an HTTP date.
+	e.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return e
 }
 

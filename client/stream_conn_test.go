@@ -464,7 +464,11 @@ func TestStreamSilentConnectionReconnects(t *testing.T) {
 
 func TestStreamPingsKeepConnectionAlive(t *testing.T) {
 	defer streamSilence.Store(streamSilence.Load())
-	streamSilence.Store(int64(time.Second))
+	// The silence allowed is wide (3 s against pings every 50 ms), so that
+	// a stall of the test's goroutines on a loaded machine cannot look like
+	// a silent connection; the pings go on for more than twice that.
+	const silence = 3 * time.Second
+	streamSilence.Store(int64(silence))
 	f := newFakeServer(t)
 	s, err := f.client(t).Stream(context.Background(), []string{"a"})
 	if err != nil {
@@ -473,11 +477,11 @@ func TestStreamPingsKeepConnectionAlive(t *testing.T) {
 	defer s.Close() //nolint:errcheck // Close returns nil
 	c := f.next(t)
 	c.cmd()
-	// Pings for three times the silence allowed, then nothing: the
+	// Pings for more than twice the silence allowed, then nothing: the
 	// connection is dropped only after the pings stop (a ping on a
 	// connection the client dropped fails).
 	var lastPing time.Time
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+	for end := time.Now().Add(7 * time.Second); time.Now().Before(end); {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := c.ws.Ping(ctx); err != nil {
 			cancel()
@@ -497,5 +501,123 @@ func TestStreamPingsKeepConnectionAlive(t *testing.T) {
 		t.Logf("the fake server saw the connection end (%d) after the pings stopped at %s", code, lastPing.Format("15:04:05.000"))
 	case <-time.After(waitLong):
 		t.Fatal("the silent connection was not dropped")
+	}
+}
+
+// TestStreamUpgradeRetryAfter: the upgrade's Retry-After is read like a
+// REST answer's (parseRetryAfter): a huge number of seconds is capped, not
+// wrapped into a negative wait that retries at once, and an HTTP date
+// counts. Both ask for longer than WithMaxRetryAfter: one upgrade, the
+// *Error returned with the wait.
+func TestStreamUpgradeRetryAfter(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		retryAfter string
+		min, max   time.Duration
+	}{
+		{"seconds that overflow a Duration", "99999999999", maxRetryAfterSeconds * time.Second, maxRetryAfterSeconds * time.Second},
+		{"an HTTP date", time.Now().Add(2 * time.Minute).UTC().Format(http.TimeFormat), 100 * time.Second, 121 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeServer(t)
+			refuse := refuseWith(http.StatusTooManyRequests, c.retryAfter, "rate_limited")
+			f.refuse = []func(http.ResponseWriter){refuse, refuse, refuse, refuse, refuse}
+			_, err := f.client(t).Stream(context.Background(), []string{"a"})
+			var e *Error
+			if !errors.As(err, &e) || e.Status != http.StatusTooManyRequests || e.RetryAfter < c.min || e.RetryAfter > c.max {
+				t.Fatalf("Stream refused with Retry-After %q: %v (%+v), want the 429 with RetryAfter in [%v, %v]", c.retryAfter, err, e, c.min, c.max)
+			}
+			if n := f.upgrades(); n != 1 {
+				t.Fatalf("%d upgrades, want 1 (a wait over WithMaxRetryAfter is not retried)", n)
+			}
+		})
+	}
+}
+
+// TestStreamEventsBoundedAcrossReconnects: a consumer that stopped
+// reading, and a server that accepts, answers the subscribe and closes, 60
+// times over: what waits does not grow with the reconnects. The cycles
+// (connected, resubscribed, disconnected) after the first reconnect fold
+// into one: its events say how many they stand for (Merged), the
+// resubscribe ack kept is the latest, with every market any folded ack
+// listed as missing.
+func TestStreamEventsBoundedAcrossReconnects(t *testing.T) {
+	f := newFakeServer(t)
+	s, err := f.client(t).Stream(context.Background(), []string{"a", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close() //nolint:errcheck // Close returns nil
+	const cycles = 60
+	for i := range cycles {
+		c := f.next(t)
+		_, ids := c.cmd()
+		if i == 7 {
+			c.send("subscribed", `,"market_ids":["a"],"missing":["b"]`)
+		} else {
+			c.ack(ids)
+		}
+		c.price("a", int64(i+1))
+		c.ws.Close(websocket.StatusGoingAway, "node shutting down") //nolint:errcheck // the client's end shows
+	}
+	last := f.next(t)
+	_, ids := last.cmd()
+	if !slices.Equal(ids, []string{"a"}) {
+		t.Fatalf("last resubscribe of %v, want [a] (b was missing)", ids)
+	}
+	last.ack(ids)
+	// Wait until the last ack waits for the consumer, then take everything.
+	var evs []StreamEvent
+	for deadline := time.Now().Add(waitLong); ; time.Sleep(10 * time.Millisecond) {
+		s.mu.Lock()
+		n := len(s.q.entries)
+		done := n > 0 && s.q.entries[n-1].ev.Kind == StreamSubscribed && slices.Equal(s.q.entries[n-1].ev.MarketIDs, ids)
+		if done {
+			evs = drain(s.q)
+		}
+		s.mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the last resubscribe's ack never came")
+		}
+	}
+	t.Logf("%d events for %d reconnects: %v", len(evs), cycles, versions(evs))
+	want := []string{"connected", "subscribed", "a@60", "disconnected", "connected", "subscribed", "disconnected", "connected", "subscribed"}
+	if !eq(versions(evs), want) {
+		t.Fatalf("%d events waited after %d reconnects: %v, want %v", len(evs), cycles, versions(evs), want)
+	}
+	if evs[4].Merged != cycles-2 {
+		t.Fatalf("the reconnect cycle kept stands for %d others, want %d", evs[4].Merged, cycles-2)
+	}
+	var connects, disconnects, resubs int
+	missingB := false
+	for _, ev := range evs {
+		switch ev.Kind {
+		case StreamConnected:
+			connects += 1 + ev.Merged
+		case StreamDisconnected:
+			disconnects += 1 + ev.Merged
+		case StreamSubscribed:
+			if ev.Resubscribe {
+				resubs += 1 + ev.Merged
+			}
+			missingB = missingB || slices.Contains(ev.Missing, "b")
+		case StreamPrice:
+			if ev.Price.Version != cycles {
+				t.Fatalf("price %s@%d, want only the newest, a@%d", ev.Price.MarketID, ev.Price.Version, cycles)
+			}
+		}
+	}
+	if connects != cycles+1 || disconnects != cycles || resubs != cycles {
+		t.Fatalf("counted %d connects, %d disconnects, %d resubscribes (with Merged), want %d, %d, %d",
+			connects, disconnects, resubs, cycles+1, cycles, cycles)
+	}
+	if !missingB {
+		t.Fatal("no ack the consumer got lists b as missing")
+	}
+	if got := s.Markets(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("Markets() = %v, want [a]", got)
 	}
 }

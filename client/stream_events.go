@@ -126,6 +126,10 @@ type StreamEvent struct {
 	// attempt and the failures in a row so far.
 	RetryIn  time.Duration
 	Attempts int
+	// Merged counts the events of the same kind this one stands for
+	// besides itself, folded into it while they waited for a consumer
+	// that did not read (see Stream): 0 unless the consumer fell behind.
+	Merged int
 }
 
 // StreamProtocolError is a message from the server the client cannot

@@ -177,7 +177,7 @@ func putPrice(svc *servicetest.Service, id string, bid float64) int64 {
 // started again, then stopped (SIGTERM: 1001) and started again: the
 // stream reconnects by itself and has the newest version of every market.
 func TestStreamService(t *testing.T) {
-	streamStrict.Store(true)
+	strictStreams(t)
 	svc := servicetest.Start(t, servicetest.Options{})
 	world := svc.Seed("cs", 2, 3)
 	ids := marketIDs(world)
@@ -334,7 +334,7 @@ func (w *streamWatch) countLocked(match func(StreamEvent) bool) int {
 // hundreds of changes come is not closed by the server (the client reads
 // on), and then gets the newest version of each market, conflated.
 func TestStreamServiceSlowConsumer(t *testing.T) {
-	streamStrict.Store(true)
+	strictStreams(t)
 	svc := servicetest.Start(t, servicetest.Options{})
 	world := svc.Seed("cz", 1, 2)
 	ids := marketIDs(world)
@@ -412,7 +412,7 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // a key without stream:read gets the typed 403 insufficient_scope at once
 // (one upgrade, no retry), an unknown key the 401.
 func TestStreamServiceAuth(t *testing.T) {
-	streamStrict.Store(true)
+	strictStreams(t)
 	svc := servicetest.Start(t, servicetest.Options{})
 	world := svc.Seed("ca", 1, 1)
 	ids := marketIDs(world)
@@ -534,7 +534,7 @@ func TestStreamServiceAuth(t *testing.T) {
 // 429 and Retry-After; with retries allowed it opens once one of the ten
 // closes.
 func TestStreamServiceStreamLimit(t *testing.T) {
-	streamStrict.Store(true)
+	strictStreams(t)
 	svc := servicetest.Start(t, servicetest.Options{})
 	world := svc.Seed("cl", 1, 1)
 	ids := marketIDs(world)
@@ -611,4 +611,13 @@ func (s *statusTransport) seen() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.statuses)
+}
+
+// strictStreams makes the streams the test opens decode strictly (unknown
+// fields refused) and restores the setting when the test ends, so that it
+// does not leak into the tests that run after.
+func strictStreams(t *testing.T) {
+	t.Helper()
+	prev := streamStrict.Swap(true)
+	t.Cleanup(func() { streamStrict.Store(prev) })
 }

@@ -1,8 +1,10 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -26,6 +28,11 @@ type streamQueue struct {
 	given map[string]*Price
 	// conflated counts prices replaced before they were handed out.
 	conflated uint64
+	// news counts the waiting events other than prices; goneN the
+	// taken-out entries still in entries; dropped the events push dropped
+	// past maxStreamNews.
+	news, goneN int
+	dropped     uint64
 }
 
 type streamEntry struct {
@@ -38,18 +45,195 @@ func newStreamQueue() *streamQueue {
 	return &streamQueue{pending: map[string]*streamEntry{}, given: map[string]*Price{}}
 }
 
-// push queues ev. A Disconnected event right after another one still
-// waiting replaces it (it carries the count of failures in a row), so a
-// long outage the consumer does not watch queues one event, not one per
-// attempt.
+// maxStreamNews bounds the events other than prices waiting for the
+// consumer. The folds of push keep the news of any number of reconnects to
+// a few events; this cap is for what they cannot fold (acks of commands
+// the program sends while it does not read, say): past it the oldest such
+// event waiting is dropped, and counted (streamQueue.dropped).
+const maxStreamNews = 1024
+
+// push queues ev, an event other than a price. News of the connection
+// that waits for a consumer that does not read is folded, so that it
+// stays bounded however many times the stream reconnects meanwhile:
+//
+//   - a Disconnected right after another one still waiting replaces it
+//     (it carries the count of failures in a row): a long outage queues
+//     one event, not one per attempt;
+//   - a Refused "unavailable" right after one of the same command
+//     replaces it (the stream subscribes again and again on a node that
+//     cannot read prices);
+//   - a whole connection cycle (a reconnect's Connected, its resubscribe
+//     ack and Refused "unavailable" answers, then a Disconnected) that
+//     follows another such cycle still waiting is folded into that one:
+//     its Connected stands for both, its ack becomes the latest one (with
+//     the markets both listed as missing), and the Disconnected moves to
+//     the end.
+//
+// An event that stands for others counts them in Merged.
 func (q *streamQueue) push(ev StreamEvent) {
-	if ev.Kind == StreamDisconnected && len(q.entries) > q.head {
-		if last := q.entries[len(q.entries)-1]; !last.gone && last.ev.Kind == StreamDisconnected {
-			last.ev = ev
+	switch ev.Kind {
+	case StreamDisconnected:
+		tail := q.newsTail(16)
+		if len(tail) > 0 && tail[0].ev.Kind == StreamDisconnected {
+			ev.Merged += tail[0].ev.Merged + 1
+			tail[0].ev = ev
+			return
+		}
+		// A folded cycle leaves ev, counting it, to be queued at the end.
+		q.foldCycle(tail, &ev)
+	case StreamRefused:
+		tail := q.newsTail(1)
+		if len(tail) > 0 && sameUnavailable(tail[0].ev, ev) {
+			ev.Merged += tail[0].ev.Merged + 1
+			tail[0].ev = ev
 			return
 		}
 	}
 	q.entries = append(q.entries, &streamEntry{ev: ev})
+	q.news++
+	if q.news > maxStreamNews {
+		for i := q.head; i < len(q.entries); i++ {
+			if e := q.entries[i]; !e.gone && e.ev.Kind != StreamPrice {
+				q.drop(e)
+				q.dropped++
+				break
+			}
+		}
+	}
+}
+
+// newsTail returns up to n of the events other than prices waiting, the
+// newest first.
+func (q *streamQueue) newsTail(n int) []*streamEntry {
+	var tail []*streamEntry
+	for i := len(q.entries) - 1; i >= q.head && len(tail) < n; i-- {
+		if e := q.entries[i]; !e.gone && e.ev.Kind != StreamPrice {
+			tail = append(tail, e)
+		}
+	}
+	return tail
+}
+
+// connCycle is the news of one connection after a reconnect, as it waits:
+// its Connected, its latest resubscribe ack and "unavailable" refusal, and
+// all its entries.
+type connCycle struct {
+	connected, ack, refused *streamEntry
+	entries                 []*streamEntry
+}
+
+// readCycle reads a cycle from tail (newest first): zero or more
+// resubscribe acks and "unavailable" refusals of a subscribe, then a
+// reconnect's Connected. It returns the cycle and what is left of tail.
+func readCycle(tail []*streamEntry) (connCycle, []*streamEntry, bool) {
+	var c connCycle
+	for i, e := range tail {
+		switch {
+		case e.ev.Kind == StreamConnected && e.ev.Reconnect:
+			c.connected = e
+			c.entries = append(c.entries, e)
+			return c, tail[i+1:], true
+		case e.ev.Kind == StreamSubscribed && e.ev.Resubscribe:
+			if c.ack == nil {
+				c.ack = e
+			}
+		case e.ev.Kind == StreamRefused && refusedUnavailable(e.ev):
+			if c.refused == nil {
+				c.refused = e
+			}
+		default:
+			return c, nil, false
+		}
+		c.entries = append(c.entries, e)
+	}
+	return c, nil, false
+}
+
+// foldCycle folds the cycle that *d, a Disconnected, ends into the cycle
+// before it, when that one still waits, ends in a Disconnected and has
+// the kinds of events this one has (so that nothing this one says is
+// lost). The previous Disconnected is dropped and *d, counting it, is
+// queued at the end by the caller; false when there is nothing to fold.
+func (q *streamQueue) foldCycle(tail []*streamEntry, d *StreamEvent) bool {
+	cur, rest, ok := readCycle(tail)
+	if !ok || len(rest) == 0 || rest[0].ev.Kind != StreamDisconnected {
+		return false
+	}
+	prevD := rest[0]
+	prev, _, ok := readCycle(rest[1:])
+	if !ok || cur.ack != nil && prev.ack == nil || cur.refused != nil && prev.refused == nil {
+		return false
+	}
+	prev.connected.ev.Merged += cur.connected.ev.Merged + 1
+	if cur.ack != nil {
+		prev.ack.ev = mergeAcks(prev.ack.ev, cur.ack.ev)
+	}
+	if cur.refused != nil {
+		ev := cur.refused.ev
+		ev.Merged += prev.refused.ev.Merged + 1
+		prev.refused.ev = ev
+	}
+	for _, e := range cur.entries {
+		q.drop(e)
+	}
+	d.Merged += prevD.ev.Merged + 1
+	q.drop(prevD)
+	return true
+}
+
+// mergeAcks is the resubscribe ack that stands for older and newer: the
+// newer's accepted markets; missing, every market either listed as
+// missing and newer did not accept.
+func mergeAcks(older, newer StreamEvent) StreamEvent {
+	missing := slices.Clone(newer.Missing)
+	for _, id := range older.Missing {
+		if !slices.Contains(missing, id) && !slices.Contains(newer.MarketIDs, id) {
+			missing = append(missing, id)
+		}
+	}
+	newer.Missing = missing
+	newer.Merged += older.Merged + 1
+	return newer
+}
+
+func refusedUnavailable(ev StreamEvent) bool {
+	var ce *StreamCommandError
+	return errors.As(ev.Err, &ce) && ce.Op == "subscribe" && ce.Code == "unavailable"
+}
+
+// sameUnavailable says whether a and b are "unavailable" refusals of the
+// same markets' subscribe.
+func sameUnavailable(a, b StreamEvent) bool {
+	if a.Kind != StreamRefused || b.Kind != StreamRefused || !refusedUnavailable(a) || !refusedUnavailable(b) {
+		return false
+	}
+	var ca, cb *StreamCommandError
+	errors.As(a.Err, &ca)
+	errors.As(b.Err, &cb)
+	return slices.Equal(ca.MarketIDs, cb.MarketIDs)
+}
+
+// drop takes a waiting entry out (it is skipped when its turn comes), and
+// compacts the slice when taken-out entries make up much of it.
+func (q *streamQueue) drop(e *streamEntry) {
+	if e.gone {
+		return
+	}
+	e.gone = true
+	q.goneN++
+	if e.ev.Kind != StreamPrice {
+		q.news--
+	}
+	if q.goneN > 64 && q.goneN > (len(q.entries)-q.head)/2 {
+		live := q.entries[:0]
+		for _, x := range q.entries[q.head:] {
+			if !x.gone {
+				live = append(live, x)
+			}
+		}
+		clear(q.entries[len(live):])
+		q.entries, q.head, q.goneN = live, 0, 0
+	}
 }
 
 // offer queues p unless the consumer has, or will get, the same or a newer
@@ -82,7 +266,7 @@ func (q *streamQueue) offer(p *Price) bool {
 // gets its current price again).
 func (q *streamQueue) forget(id string) {
 	if e := q.pending[id]; e != nil {
-		e.gone = true
+		q.drop(e)
 		delete(q.pending, id)
 	}
 	delete(q.given, id)
@@ -102,11 +286,14 @@ func (q *streamQueue) pop() (StreamEvent, bool) {
 			q.entries, q.head = q.entries[:n], 0
 		}
 		if e.gone {
+			q.goneN--
 			continue
 		}
 		if e.ev.Kind == StreamPrice {
 			delete(q.pending, e.ev.Price.MarketID)
 			q.given[e.ev.Price.MarketID] = e.ev.Price
+		} else {
+			q.news--
 		}
 		return e.ev, true
 	}

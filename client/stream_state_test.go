@@ -220,3 +220,77 @@ func TestStreamBackoff(t *testing.T) {
 		}
 	}
 }
+
+func refused(code string, ids ...string) StreamEvent {
+	return StreamEvent{Kind: StreamRefused, Err: &StreamCommandError{Op: "subscribe", MarketIDs: ids, Code: code, Message: "x"}}
+}
+
+// TestStreamQueueFoldsCycles: reconnect cycles that wait fold into the
+// one before them; what cannot be folded without losing what it says
+// (a cycle with an ack after one without) is queued as is.
+func TestStreamQueueFoldsCycles(t *testing.T) {
+	q := newStreamQueue()
+	q.push(StreamEvent{Kind: StreamConnected})
+	q.push(StreamEvent{Kind: StreamSubscribed, MarketIDs: []string{"a", "b", "c"}, Missing: []string{}})
+	q.push(StreamEvent{Kind: StreamDisconnected, Attempts: 1})
+	// A cycle without an ack (the server closed first), then ones with.
+	q.push(StreamEvent{Kind: StreamConnected, Reconnect: true})
+	q.push(StreamEvent{Kind: StreamDisconnected, Attempts: 2})
+	for i := range 50 {
+		q.push(StreamEvent{Kind: StreamConnected, Reconnect: true})
+		ack := StreamEvent{Kind: StreamSubscribed, Resubscribe: true, MarketIDs: []string{"a", "b"}, Missing: []string{}}
+		if i == 10 {
+			ack.MarketIDs, ack.Missing = []string{"a"}, []string{"b"}
+		} else if i > 10 {
+			ack.MarketIDs = []string{"a"}
+		}
+		q.push(ack)
+		q.push(refused("unavailable", "a"))
+		q.push(refused("unavailable", "a")) // the same again: replaces it
+		q.push(StreamEvent{Kind: StreamDisconnected, Attempts: 3 + i})
+	}
+	got := drain(q)
+	want := []string{"connected", "subscribed", "disconnected", "connected", "disconnected",
+		"connected", "subscribed", "refused", "disconnected"}
+	if !eq(versions(got), want) {
+		t.Fatalf("events %v, want %v", versions(got), want)
+	}
+	// The cycle without an ack stays as it is; the 49 cycles after the
+	// first with an ack fold into it: its ack is the latest and lists b as
+	// missing.
+	if c := got[5]; c.Merged != 49 {
+		t.Fatalf("connected %+v: want 49 merged", c)
+	}
+	if a := got[6]; a.Merged != 49 || !eq(a.MarketIDs, []string{"a"}) || !eq(a.Missing, []string{"b"}) {
+		t.Fatalf("ack %+v: want [a] accepted, [b] missing, 49 merged", a)
+	}
+	if r := got[7]; r.Merged != 99 {
+		t.Fatalf("refused %+v: want 99 merged (2 per cycle, 1 more)", r)
+	}
+	if d := got[8]; d.Attempts != 52 || d.Merged != 49 {
+		t.Fatalf("last disconnected %+v: want attempts 52, 49 merged", d)
+	}
+	if q.goneN != 0 || q.news != 0 || len(q.entries) != 0 {
+		t.Fatalf("after draining: goneN %d, news %d, %d entries", q.goneN, q.news, len(q.entries))
+	}
+}
+
+// TestStreamQueueCapsNews: news that cannot fold is capped at
+// maxStreamNews, the oldest dropped and counted; prices are not touched.
+func TestStreamQueueCapsNews(t *testing.T) {
+	q := newStreamQueue()
+	q.offer(testPrice("a", 1, 0.5))
+	for i := range maxStreamNews + 500 {
+		q.push(StreamEvent{Kind: StreamUnsubscribed, MarketIDs: []string{strconv.Itoa(i)}})
+	}
+	if q.news != maxStreamNews || q.dropped != 500 {
+		t.Fatalf("news %d, dropped %d: want %d and 500", q.news, q.dropped, maxStreamNews)
+	}
+	if n := len(q.entries) - q.head; n > 2*maxStreamNews+65 {
+		t.Fatalf("%d entries kept for %d waiting", n, maxStreamNews+1)
+	}
+	got := drain(q)
+	if len(got) != maxStreamNews+1 || got[0].Kind != StreamPrice || got[1].MarketIDs[0] != "500" || got[len(got)-1].MarketIDs[0] != strconv.Itoa(maxStreamNews+499) {
+		t.Fatalf("%d events, first %+v, second %+v", len(got), got[0], got[1])
+	}
+}
