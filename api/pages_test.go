@@ -116,11 +116,19 @@ func TestEventPagesFollowNotices(t *testing.T) {
 	}
 	// The node now holds empty pages. A rebuild puts the sets back without
 	// a notice; an unreadable notice drops every page all the same.
+	held := time.Now() // the loop's last read put the empty pages in node memory
 	if _, err := w.cache.Rebuild(t.Context(), w.st); err != nil {
 		t.Fatal(err)
 	}
 	if !empty(first) {
-		t.Fatal("the empty page held before the rebuild was not served from the node")
+		// Node memory holds a page for at most its TTL: on a loaded machine
+		// the rebuild alone can outlast it, and then Redis answers rightly.
+		ttl := readerConfig().TTL
+		if since := time.Since(held); since < ttl*3/4 {
+			t.Fatalf("the empty page held before the rebuild was not served from the node (%v after it was read, TTL %v)", since, ttl)
+		} else {
+			t.Logf("the rebuild and the read took %v, past 3/4 of the held page's TTL %v: the hold is not checked this run", since, ttl)
+		}
 	}
 	notice(`{"events":`)
 	waitFor("unreadable notice")
