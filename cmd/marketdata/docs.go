@@ -57,13 +57,22 @@ func (c *cli) docsCmd() *cobra.Command {
 // then lets requests in flight finish (at most 10 s). ready, when not nil,
 // gets the bound address.
 func runDocs(ctx context.Context, cfg *Config, log *slog.Logger, ready func(addr string)) error {
+	ln, err := net.Listen("tcp", cfg.DocsAddr)
+	if err != nil {
+		return &configError{"MD_DOCS_ADDR", "cannot listen: " + err.Error()}
+	}
+	return runDocsOn(ctx, ln, cfg, log, ready)
+}
+
+// docsServer is the HTTP server of the documentation site.
+func docsServer(cfg *Config, log *slog.Logger) (*http.Server, error) {
 	s, err := site.New(site.Config{Spec: docs.OpenAPIYAML, APIURLs: cfg.DocsAPIURLs, DocsOrigin: cfg.DocsOrigin})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", s)
-	srv := &http.Server{
+	return &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       10 * time.Second,
@@ -71,11 +80,23 @@ func runDocs(ctx context.Context, cfg *Config, log *slog.Logger, ready func(addr
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	ln, err := net.Listen("tcp", cfg.DocsAddr)
+	}, nil
+}
+
+// runDocsOn is runDocs on a listener the caller bound (tests bind first so
+// the docs origin is known and the port cannot be taken in between); ln is
+// closed when it returns.
+func runDocsOn(ctx context.Context, ln net.Listener, cfg *Config, log *slog.Logger, ready func(addr string)) error {
+	srv, err := docsServer(cfg, log)
 	if err != nil {
-		return &configError{"MD_DOCS_ADDR", "cannot listen: " + err.Error()}
+		_ = ln.Close()
+		return err
 	}
+	return serveDocs(ctx, srv, ln, cfg, log, ready)
+}
+
+// serveDocs serves srv on ln until ctx is done.
+func serveDocs(ctx context.Context, srv *http.Server, ln net.Listener, cfg *Config, log *slog.Logger, ready func(addr string)) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("docs listening", "addr", ln.Addr().String(), "origin", cfg.DocsOrigin, "api_urls", cfg.DocsAPIURLs)
@@ -92,7 +113,7 @@ func runDocs(ctx context.Context, cfg *Config, log *slog.Logger, ready func(addr
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = srv.Shutdown(sctx)
+	err := srv.Shutdown(sctx)
 	log.Info("docs stopped")
 	return err
 }

@@ -9,7 +9,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -40,16 +40,28 @@ func artifactsDir(t *testing.T) string {
 	return dir
 }
 
-// startDocs runs the docs server in-process on addr; stopped when the test
+// listenDocs binds a port for a docs server before anything needs its
+// origin, so that no other process can take the port in between.
+func listenDocs(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen for docs: %v", err)
+	}
+	t.Cleanup(func() { _ = ln.Close() }) // in case no server took it over
+	return ln
+}
+
+// startDocs runs the docs server in-process on ln; stopped when the test
 // ends.
-func startDocs(t *testing.T, d *drill, addr, apiURL string) string {
+func startDocs(t *testing.T, d *drill, ln net.Listener, apiURL string) string {
 	t.Helper()
 	cfg := d.config()
-	cfg.DocsAddr, cfg.DocsAPIURLs = addr, []string{apiURL}
+	cfg.DocsAddr, cfg.DocsAPIURLs = ln.Addr().String(), []string{apiURL}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- runDocs(ctx, cfg, d.logger(), func(a string) { ready <- a }) }()
+	go func() { done <- runDocsOn(ctx, ln, cfg, d.logger(), func(a string) { ready <- a }) }()
 	var bound string
 	select {
 	case bound = <-ready:
@@ -221,8 +233,8 @@ func TestDocsSiteInBrowser(t *testing.T) {
 	d.sharedRedis()
 	d.sharedNATS()
 	// The docs port first: the API node allows exactly this origin.
-	docsAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	d.env["MD_DOCS_ORIGIN"] = "http://" + docsAddr
+	docsLn := listenDocs(t)
+	d.env["MD_DOCS_ORIGIN"] = "http://" + docsLn.Addr().String()
 	d.env["MD_RATE_LIMIT"] = "1000"
 	// One window for the whole test: with the default 60 s fixed windows a
 	// window boundary between two sends would reset the count the test
@@ -250,7 +262,7 @@ func TestDocsSiteInBrowser(t *testing.T) {
 		t.Fatalf("GET /events directly: no events (%v): %s", err, body)
 	}
 
-	originA := startDocs(t, d, docsAddr, apiURL)
+	originA := startDocs(t, d, docsLn, apiURL)
 	if originA != d.env["MD_DOCS_ORIGIN"] {
 		t.Fatalf("docs served at %s, want %s", originA, d.env["MD_DOCS_ORIGIN"])
 	}
@@ -341,7 +353,7 @@ func TestDocsSiteInBrowser(t *testing.T) {
 
 	// The same site from an origin the API does not allow: the browser
 	// sends, but the page cannot read the answer.
-	originB := startDocs(t, d, fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), apiURL)
+	originB := startDocs(t, d, listenDocs(t), apiURL)
 	step(t, ctx, "load the site from "+originB,
 		chromedp.Navigate(originB+"/"),
 		chromedp.WaitVisible(chromedp.ID("tryit-ui")),
