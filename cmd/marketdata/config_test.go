@@ -122,6 +122,23 @@ func TestDocsAPIURLs(t *testing.T) {
 	}
 }
 
+// TestDocsAPIURLsOfBoundAddr: `marketdata dev` gives the docs site the
+// address the API node bound; an unspecified host becomes the loopback
+// address a browser on this machine can call.
+func TestDocsAPIURLsOfBoundAddr(t *testing.T) {
+	for bound, want := range map[string]string{
+		"0.0.0.0:8080":   "http://127.0.0.1:8080",
+		"[::]:8080":      "http://127.0.0.1:8080",
+		"127.0.0.1:4321": "http://127.0.0.1:4321",
+		"10.1.2.3:80":    "http://10.1.2.3:80",
+	} {
+		got, err := docsAPIURLs("", bound)
+		if err != nil || len(got) != 1 || got[0] != want {
+			t.Errorf("bound %s: API URLs %q, %v; want [%s]", bound, got, err, want)
+		}
+	}
+}
+
 // TestLoadConfigZeroMeans: the one variable whose 0 is accepted says what
 // it means (MD_KEY_STALE_MAX 0: a key is never served stale); every other 0
 // is refused above.

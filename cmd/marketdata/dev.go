@@ -105,7 +105,13 @@ func (c *cli) devCmd() *cobra.Command {
 				}
 				docsCfg := *cfg
 				if c.getenv("MD_DOCS_API_URL") == "" {
-					docsCfg.DocsAPIURLs = []string{"http://" + addr}
+					// As a browser on this machine reaches it: 0.0.0.0 and
+					// [::] are not addresses a page can call.
+					urls, err := docsAPIURLs("", addr)
+					if err != nil {
+						return err
+					}
+					docsCfg.DocsAPIURLs = urls
 				}
 				return runDocs(gctx, &docsCfg, log, func(addr string) {
 					mu.Lock()
