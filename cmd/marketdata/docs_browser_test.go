@@ -113,32 +113,65 @@ func newBrowser(t *testing.T) context.Context {
 		cancelCtx()
 		cancelAlloc()
 	})
-	// The first call starts the browser, which lives as long as ctx: no
-	// timeout on it (chromedp.Run); each step below has its own.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
+	// The first call starts the browser, which lives as long as ctx, so it
+	// cannot take a context with a deadline: a watchdog bounds it instead
+	// (a hung start would otherwise wait for go test's own timeout).
+	started := make(chan error, 1)
+	go func() { started <- chromedp.Do(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("start chromium: %v", err)
+		}
+	case <-time.After(browserStartTimeout):
+		cancelCtx()
+		cancelAlloc()
+		t.Fatalf("chromium (%s) did not start within %v", chromiumPath, browserStartTimeout)
 	}
+	// A failed test leaves a picture of the page as it was.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(90))
+		if err != nil {
+			t.Logf("screenshot of the failed test: %v", err)
+			return
+		}
+		path := filepath.Join(artifactsDir(t), strings.ReplaceAll(t.Name(), "/", "_")+"-failed.png")
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Logf("screenshot of the failed test: %v", err)
+			return
+		}
+		t.Logf("screenshot of the failed test: %s", path)
+	})
 	return ctx
 }
+
+// browserStartTimeout bounds Chromium's start and every step in the
+// browser (generous: the CI machine is loaded).
+const browserStartTimeout = 90 * time.Second
 
 // step runs the actions with a generous bound (the CI machine is loaded).
 func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	sctx, cancel := context.WithTimeout(ctx, browserStartTimeout)
 	defer cancel()
 	if err := chromedp.Do(sctx, actions...); err != nil {
-		t.Fatalf("%s: %v", what, err)
+		t.Fatalf("%s (bounded by %v): %v", what, browserStartTimeout, err)
 	}
 }
 
 // eval evaluates a JavaScript expression in the page.
 func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	sctx, cancel := context.WithTimeout(ctx, browserStartTimeout)
 	defer cancel()
 	v, err := chromedp.Run(sctx, chromedp.Evaluate[T](expr))
 	if err != nil {
-		t.Fatalf("evaluate %s: %v", expr, err)
+		t.Fatalf("evaluate %s (bounded by %v): %v", expr, browserStartTimeout, err)
 	}
 	return v
 }
@@ -371,4 +404,5 @@ func TestDocsSiteInBrowser(t *testing.T) {
 		t.Error("the page on a not-allowed origin does not warn about its origin")
 	}
 	screenshots(t, ctx, "docs-origin-refused")
+
 }
