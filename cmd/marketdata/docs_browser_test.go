@@ -384,8 +384,9 @@ func TestDocsSiteInBrowser(t *testing.T) {
 	}
 	screenshots(t, ctx, "docs-origin-allowed")
 
-	// The same site from an origin the API does not allow: the browser
-	// sends, but the page cannot read the answer.
+	// The same site from an origin the API does not allow: the request is
+	// preflighted (Authorization), the preflight gets 400, so the browser
+	// never sends the GET and the page gets no answer.
 	originB := startDocs(t, d, listenDocs(t), apiURL)
 	step(t, ctx, "load the site from "+originB,
 		chromedp.Navigate(originB+"/"),
@@ -405,4 +406,16 @@ func TestDocsSiteInBrowser(t *testing.T) {
 	}
 	screenshots(t, ctx, "docs-origin-refused")
 
+	// The API was up all along: the same send from the allowed origin right
+	// after is answered, so B's failure is CORS, not a dead API.
+	step(t, ctx, "load the site from "+originA+" again",
+		chromedp.Navigate(originA+"/"),
+		chromedp.WaitVisible(chromedp.ID("tryit-ui")),
+		chromedp.SendKeys(chromedp.ID("api-key"), secret),
+	)
+	back := sendFromPanel(t, ctx, "getKey", nil)
+	t.Logf("send from %s after: %+v", originA, back)
+	if back.Status != "200" {
+		t.Errorf("from the allowed origin after the refused send: panel shows %q (%s), want 200", back.Status, back.Text)
+	}
 }
