@@ -191,30 +191,30 @@ type panelAnswer struct {
 func sendFromPanel(t *testing.T, ctx context.Context, route string, fields map[string]string) panelAnswer {
 	t.Helper()
 	actions := []chromedp.Action[chromedp.Void]{
-		chromedp.SetValue(chromedp.ID("route"), route),
-		evalVoid(`document.getElementById("route").dispatchEvent(new Event("change"))`),
+		chromedp.SetValue(chromedp.ID("tryit-route"), route),
+		evalVoid(`document.getElementById("tryit-route").dispatchEvent(new Event("change"))`),
 	}
 	for name, v := range fields {
-		sel := chromedp.ID("f-" + route + "-" + name)
+		sel := chromedp.ID("tryit-f-" + route + "-" + name)
 		actions = append(actions, chromedp.SetValue(sel, ""), chromedp.SendKeys(sel, v))
 	}
 	// Removing the mark of the last answer tells this send's answer apart.
 	actions = append(actions,
-		evalVoid(`document.getElementById("status").removeAttribute("data-status")`),
-		chromedp.Click(chromedp.ID("send")),
-		chromedp.WaitVisible(chromedp.CSS(`#status[data-status]`)),
+		evalVoid(`document.getElementById("tryit-status").removeAttribute("data-status")`),
+		chromedp.Click(chromedp.ID("tryit-send")),
+		chromedp.WaitVisible(chromedp.CSS(`#tryit-status[data-status]`)),
 	)
 	step(t, ctx, "send "+route+" from the panel", actions...)
 	header := func(name string) string {
 		return eval[string](t, ctx, `document.querySelector('[data-header="`+name+`"]').getAttribute("data-value") || ""`)
 	}
 	return panelAnswer{
-		Status:    eval[string](t, ctx, `document.getElementById("status").getAttribute("data-status")`),
-		Text:      eval[string](t, ctx, `document.getElementById("status").textContent`),
+		Status:    eval[string](t, ctx, `document.getElementById("tryit-status").getAttribute("data-status")`),
+		Text:      eval[string](t, ctx, `document.getElementById("tryit-status").textContent`),
 		Remaining: header("RateLimit-Remaining"),
 		Limit:     header("RateLimit-Limit"),
 		RequestID: header("X-Request-Id"),
-		Body:      eval[string](t, ctx, `document.getElementById("body").textContent`),
+		Body:      eval[string](t, ctx, `document.getElementById("tryit-body").textContent`),
 	}
 }
 
@@ -237,7 +237,7 @@ func screenshots(t *testing.T, ctx context.Context, name string) {
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
-	step(t, ctx, "scroll to the answer", evalVoid(`document.getElementById("result").scrollIntoView({block: "end"})`))
+	step(t, ctx, "scroll to the answer", evalVoid(`document.getElementById("tryit-result").scrollIntoView({block: "end"})`))
 	view, err := chromedp.Run(sctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
@@ -303,9 +303,9 @@ func TestDocsSiteInBrowser(t *testing.T) {
 	step(t, ctx, "load the site from "+originA,
 		chromedp.Navigate(originA+"/"),
 		chromedp.WaitVisible(chromedp.ID("tryit-ui")),
-		chromedp.SendKeys(chromedp.ID("api-key"), secret),
+		chromedp.SendKeys(chromedp.ID("tryit-api-key"), secret),
 	)
-	if eval[bool](t, ctx, `!document.getElementById("origin-warning").hidden`) {
+	if eval[bool](t, ctx, `!document.getElementById("tryit-origin-warning").hidden`) {
 		t.Error("the page served on MD_DOCS_ORIGIN warns about its origin")
 	}
 
@@ -363,12 +363,12 @@ func TestDocsSiteInBrowser(t *testing.T) {
 
 	// An API the operator did not list is refused by the page (its CSP
 	// would refuse the connection anyway), saying which it may call.
-	step(t, ctx, "point the panel at another API", chromedp.SetValue(chromedp.ID("api-url"), "http://127.0.0.1:1"))
+	step(t, ctx, "point the panel at another API", chromedp.SetValue(chromedp.ID("tryit-api-url"), "http://127.0.0.1:1"))
 	elsewhere := sendFromPanel(t, ctx, "getKey", nil)
 	if elsewhere.Status != "invalid" || !strings.Contains(elsewhere.Text, "only to "+apiURL) {
 		t.Errorf("a not-listed API: panel shows %q (%s); want a refusal naming %s", elsewhere.Status, elsewhere.Text, apiURL)
 	}
-	step(t, ctx, "point the panel back", chromedp.SetValue(chromedp.ID("api-url"), apiURL))
+	step(t, ctx, "point the panel back", chromedp.SetValue(chromedp.ID("tryit-api-url"), apiURL))
 	again := sendFromPanel(t, ctx, "getKey", nil)
 	if again.Status != "200" {
 		t.Errorf("back on the listed API: panel shows %q (%s)", again.Status, again.Text)
@@ -391,7 +391,7 @@ func TestDocsSiteInBrowser(t *testing.T) {
 	step(t, ctx, "load the site from "+originB,
 		chromedp.Navigate(originB+"/"),
 		chromedp.WaitVisible(chromedp.ID("tryit-ui")),
-		chromedp.SendKeys(chromedp.ID("api-key"), secret),
+		chromedp.SendKeys(chromedp.ID("tryit-api-key"), secret),
 	)
 	refused := sendFromPanel(t, ctx, "getKey", nil)
 	t.Logf("send from %s: %+v", originB, refused)
@@ -401,7 +401,7 @@ func TestDocsSiteInBrowser(t *testing.T) {
 	if refused.Body != "" || refused.Remaining != "" {
 		t.Errorf("from a not-allowed origin the panel shows a body %q or RateLimit-Remaining %q", refused.Body, refused.Remaining)
 	}
-	if !eval[bool](t, ctx, `!document.getElementById("origin-warning").hidden`) {
+	if !eval[bool](t, ctx, `!document.getElementById("tryit-origin-warning").hidden`) {
 		t.Error("the page on a not-allowed origin does not warn about its origin")
 	}
 	screenshots(t, ctx, "docs-origin-refused")
@@ -411,7 +411,7 @@ func TestDocsSiteInBrowser(t *testing.T) {
 	step(t, ctx, "load the site from "+originA+" again",
 		chromedp.Navigate(originA+"/"),
 		chromedp.WaitVisible(chromedp.ID("tryit-ui")),
-		chromedp.SendKeys(chromedp.ID("api-key"), secret),
+		chromedp.SendKeys(chromedp.ID("tryit-api-key"), secret),
 	)
 	back := sendFromPanel(t, ctx, "getKey", nil)
 	t.Logf("send from %s after: %+v", originA, back)

@@ -37,7 +37,7 @@ func TestRunDocs(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	for path, want := range map[string]string{
 		"/healthz": "ok",
-		"/":        `<input id="api-url" type="url" value="https://api.example.com"`,
+		"/":        `<input id="tryit-api-url" type="url" value="https://api.example.com"`,
 	} {
 		res, err := client.Get("http://" + addr + path)
 		if err != nil {

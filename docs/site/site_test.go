@@ -197,7 +197,7 @@ func TestReferenceContent(t *testing.T) {
 		`&#34;universal_id&#34;: &#34;ev-fed-rate-2025-06&#34;`, // an example, in document order
 		`<td>4401</td><td>the key was revoked or expired</td>`,  // the stream's close codes
 		`<td><a href="#schema-Error">Error</a></td></tr>`,       // an error answer's body
-		`id="api-key" type="password" autocomplete="off"`,
+		`id="tryit-api-key" type="password" autocomplete="off"`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %s", want)
@@ -208,7 +208,7 @@ func TestReferenceContent(t *testing.T) {
 		t.Errorf("stream form not marked as WebSocket: %s", stream)
 	}
 	// The key field is never submitted: no name, and no form element to submit it.
-	if regexp.MustCompile(`<input id="api-key"[^>]*name=`).MatchString(page) || strings.Contains(page, "<form") {
+	if regexp.MustCompile(`<input id="tryit-api-key"[^>]*name=`).MatchString(page) || strings.Contains(page, "<form") {
 		t.Error("the key field has a name or the page has a form")
 	}
 	// No text of the document becomes markup: no script or style but ours.
@@ -348,6 +348,56 @@ func TestNewRefuses(t *testing.T) {
 	} {
 		if _, err := New(c.cfg); err == nil {
 			t.Errorf("%s: New accepted it", c.name)
+		}
+	}
+}
+
+// TestIDsUnique: every id on the page is unique (headings of the document
+// get ids from their text, in the same id space as the panel's, which are
+// prefixed tryit-), every label, datalist and description the markup
+// points at exists, and every element the script looks up by id is there.
+func TestIDsUnique(t *testing.T) {
+	_, page := get(t, newSite(t), http.MethodGet, "/")
+	ids := map[string]int{}
+	for _, m := range regexp.MustCompile(`\sid="([^"]*)"`).FindAllStringSubmatch(page, -1) {
+		ids[m[1]]++
+	}
+	if len(ids) < 50 {
+		t.Fatalf("only %d ids on the page: the pattern finds none of them?", len(ids))
+	}
+	for id, n := range ids {
+		if n > 1 {
+			t.Errorf("id %q appears %d times", id, n)
+		}
+		if id == "" {
+			t.Error("an empty id")
+		}
+	}
+	refs := regexp.MustCompile(`\s(?:for|list|aria-describedby)="([^"]*)"`).FindAllStringSubmatch(page, -1)
+	if len(refs) == 0 {
+		t.Fatal("no for/list/aria-describedby on the page")
+	}
+	for _, m := range refs {
+		if ids[m[1]] == 0 {
+			t.Errorf("the markup points at id %q, which is not on the page", m[1])
+		}
+	}
+	for _, href := range regexp.MustCompile(`\shref="#([^"]*)"`).FindAllStringSubmatch(page, -1) {
+		if ids[href[1]] == 0 {
+			t.Errorf("link to #%s, which is not on the page", href[1])
+		}
+	}
+	_, js := get(t, newSite(t), http.MethodGet, "/static/app.js")
+	looked := regexp.MustCompile(`\$\("([^"]+)"\)`).FindAllStringSubmatch(js, -1)
+	if len(looked) < 10 {
+		t.Fatalf("app.js looks up %d ids by $(...): the pattern is stale", len(looked))
+	}
+	for _, m := range looked {
+		if !strings.HasPrefix(m[1], "tryit") {
+			t.Errorf("app.js looks up id %q, outside the panel's tryit- prefix", m[1])
+		}
+		if ids[m[1]] == 0 {
+			t.Errorf("app.js looks up id %q, which is not on the page", m[1])
 		}
 	}
 }

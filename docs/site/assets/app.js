@@ -12,13 +12,13 @@
   if (!ui) { return; }
   ui.hidden = false;
 
-  var apiURL = $("api-url"), keyInput = $("api-key"), route = $("route"),
-      send = $("send"), result = $("result"), statusEl = $("status"),
-      requestEl = $("request"), bodyEl = $("body"), curlEl = $("curl");
+  var apiURL = $("tryit-api-url"), keyInput = $("tryit-api-key"), route = $("tryit-route"),
+      send = $("tryit-send"), result = $("tryit-result"), statusEl = $("tryit-status"),
+      requestEl = $("tryit-request"), bodyEl = $("tryit-body"), curlEl = $("tryit-curl");
   var forms = Array.prototype.slice.call(document.querySelectorAll("fieldset.form"));
   var inFlight = null;
   var keyChars = /^[A-Za-z0-9_-]+$/;
-  var allowedOrigins = Array.prototype.map.call(document.querySelectorAll("#api-urls option"), function (o) {
+  var allowedOrigins = Array.prototype.map.call(document.querySelectorAll("#tryit-api-urls option"), function (o) {
     return new URL(o.value).origin;
   });
 
@@ -26,7 +26,7 @@
   // every answer refused by the browser: say so before the user tries.
   var docsOrigin = document.body.getAttribute("data-docs-origin");
   if (docsOrigin && docsOrigin !== window.location.origin) {
-    var w = $("origin-warning");
+    var w = $("tryit-origin-warning");
     w.textContent = "This page is open at " + window.location.origin + ", but the site is configured for " +
       docsOrigin + " (MD_DOCS_ORIGIN). The API lets browsers read its answers only from allowed origins, " +
       "so requests sent from here will fail.";
@@ -60,7 +60,7 @@
     });
   });
 
-  $("forget-key").addEventListener("click", function () {
+  $("tryit-forget-key").addEventListener("click", function () {
     keyInput.value = "";
     keyInput.focus();
   });
