@@ -374,6 +374,25 @@ func TestDocsSiteInBrowser(t *testing.T) {
 		t.Errorf("back on the listed API: panel shows %q (%s)", again.Status, again.Text)
 	}
 
+	// A key pasted into a field that goes into the URL is refused (URLs are
+	// logged), and so is a dot segment the URL would resolve to another route.
+	for _, c := range []struct{ what, value, want string }{
+		{"the key", secret, "looks like an API key"},
+		{"..", "..", "another route"},
+	} {
+		value, want := c.value, c.want
+		step(t, ctx, "type into universal_id",
+			evalVoid(`document.getElementById("tryit-route").value = "getEvent"; document.getElementById("tryit-route").dispatchEvent(new Event("change"))`),
+			chromedp.WaitVisible(chromedp.ID("tryit-f-getEvent-universal_id")),
+			evalVoid(`document.getElementById("tryit-f-getEvent-universal_id").value = ""`),
+			chromedp.SendKeys(chromedp.ID("tryit-f-getEvent-universal_id"), value),
+		)
+		refusedField := sendFromPanel(t, ctx, "getEvent", nil)
+		if refusedField.Status != "invalid" || !strings.Contains(refusedField.Text, want) {
+			t.Errorf("universal_id %s: panel shows %q (%s); want a refusal saying %q", c.what, refusedField.Status, refusedField.Text, want)
+		}
+	}
+
 	// The key is in no storage, cookie, URL or history entry of the page.
 	kept := eval[string](t, ctx, `JSON.stringify({
 		local: Object.entries(localStorage), session: Object.entries(sessionStorage),

@@ -94,8 +94,17 @@
     });
   }
 
+  // Something that looks like an API key must not go into a URL: URLs end
+  // up in the browser's history, proxies' and the API's access logs.
+  var keyLike = /mdk_live_[A-Za-z0-9_-]{8,}/;
+  function keyInURL(where) {
+    return new Error("The " + where + " contains what looks like an API key (mdk_live_…). " +
+      "It would be sent in the URL, which browsers, proxies and servers log; the key goes only in the API key field.");
+  }
+
   // buildURL returns the request URL, or throws an Error to show.
   function buildURL(form) {
+    if (keyLike.test(apiURL.value)) { throw keyInURL("API base URL"); }
     var base;
     try {
       base = new URL(apiURL.value.trim());
@@ -121,7 +130,13 @@
         if (f.required) { throw new Error("Fill in " + name + "."); }
         continue;
       }
+      if (keyLike.test(value)) { throw keyInURL(name + " field"); }
       if (where === "path") {
+        // A dot segment would be resolved away by the URL, calling
+        // another route than the one picked.
+        if (value === "." || value === "..") {
+          throw new Error(name + " cannot be \"" + value + "\": the URL would resolve it to another route.");
+        }
         path = path.replace("{" + name + "}", encodeURIComponent(value));
       } else if (where === "query") {
         query.set(name, value);
