@@ -174,7 +174,7 @@ func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error
 	if c.StreamReplicas > 5 {
 		return nil, &configError{"MD_STREAM_REPLICAS", fmt.Sprintf("%d is not within 1..5 (JetStream's limit)", c.StreamReplicas)}
 	}
-	if err := checkOrigin(c.DocsOrigin); err != nil {
+	if c.DocsOrigin, err = parseOrigin(c.DocsOrigin); err != nil {
 		return nil, &configError{"MD_DOCS_ORIGIN", err.Error()}
 	}
 	if c.DocsAPIURLs, err = docsAPIURLs(getenv("MD_DOCS_API_URL"), c.HTTPAddr); err != nil {
@@ -184,10 +184,11 @@ func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error
 		if o = strings.TrimSpace(o); o == "" {
 			continue
 		}
-		if err := checkOrigin(o); err != nil {
+		origin, err := parseOrigin(o)
+		if err != nil {
 			return nil, &configError{"MD_APP_ORIGINS", err.Error()}
 		}
-		c.AppOrigins = append(c.AppOrigins, o)
+		c.AppOrigins = append(c.AppOrigins, origin)
 	}
 	for p := range strings.SplitSeq(env("MD_TRUSTED_PROXIES"), ",") {
 		if p = strings.TrimSpace(p); p == "" {
@@ -270,12 +271,23 @@ func checkNATSURL(v string) error {
 	return nil
 }
 
-func checkOrigin(v string) error {
+// parseOrigin checks an origin and returns it as browsers send it in
+// Origin, which the API compares byte for byte: scheme and host in lower
+// case, no trailing slash, no default port.
+func parseOrigin(v string) (string, error) {
 	u, err := url.Parse(v)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-		return fmt.Errorf("%q is not an origin like https://docs.example.com", v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") ||
+		u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("%q is not an origin like https://docs.example.com", v)
 	}
-	return nil
+	host := strings.ToLower(u.Host)
+	if (u.Scheme == "http" && u.Port() == "80") || (u.Scheme == "https" && u.Port() == "443") {
+		host = strings.ToLower(u.Hostname())
+		if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+	}
+	return u.Scheme + "://" + host, nil
 }
 
 func parseCIDR(v string) (netip.Prefix, error) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -353,6 +354,32 @@ func TestConfigurationDocumented(t *testing.T) {
 	for name, want := range names {
 		if want && !strings.Contains(string(doc), "`"+name+"`") && !strings.Contains(string(doc), "`"+name+" ") {
 			t.Errorf("docs/configuration.md does not name `%s`", name)
+		}
+	}
+}
+
+// TestOriginsNormalised: the API compares a request's Origin byte for byte
+// with the configured ones, and browsers send lower case, no trailing slash
+// and no default port; a configured origin written otherwise would never
+// match and CORS would fail without a word.
+func TestOriginsNormalised(t *testing.T) {
+	c, err := LoadConfig(envOf(map[string]string{
+		"MD_DOCS_ORIGIN": "HTTPS://Docs.Example.COM:443/",
+		"MD_APP_ORIGINS": "http://App.example.com:80, http://[::1]:8081/, https://x.example.com:8443",
+	}), secretsUnused)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DocsOrigin != "https://docs.example.com" {
+		t.Errorf("MD_DOCS_ORIGIN read as %q, want https://docs.example.com", c.DocsOrigin)
+	}
+	want := []string{"http://app.example.com", "http://[::1]:8081", "https://x.example.com:8443"}
+	if !slices.Equal(c.AppOrigins, want) {
+		t.Errorf("MD_APP_ORIGINS read as %q, want %q", c.AppOrigins, want)
+	}
+	for _, bad := range []string{"https://u:p@docs.example.com", "https://docs.example.com/#x", "https://docs.example.com/path"} {
+		if _, err := LoadConfig(envOf(map[string]string{"MD_DOCS_ORIGIN": bad}), secretsUnused); err == nil {
+			t.Errorf("MD_DOCS_ORIGIN %q accepted", bad)
 		}
 	}
 }

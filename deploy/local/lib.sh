@@ -11,6 +11,7 @@ as_root() {
 	if [ "$(id -u)" -eq 0 ]; then
 		"$@"
 	elif command -v sudo >/dev/null 2>&1; then
+		sudo -n true 2>/dev/null || die "need root to run: $* (sudo asks for a password; run as root or allow passwordless sudo)"
 		sudo -n "$@"
 	else
 		die "need root (or sudo) to run: $*"
@@ -23,7 +24,8 @@ apt_updated=no
 apt_install() {
 	command -v apt-get >/dev/null 2>&1 || die "$* not installed and apt-get is unavailable: install it yourself"
 	if [ "$apt_updated" = no ]; then
-		as_root apt-get update -q >&2 || die "apt-get update failed"
+		# A fresh machine may be running unattended-upgrades: wait for its lock.
+		as_root apt-get -o DPkg::Lock::Timeout=300 update -q >&2 || die "apt-get update failed"
 		apt_updated=yes
 	fi
 	local pkg candidate
@@ -33,7 +35,7 @@ apt_install() {
 		"" | "(none)") die "package $pkg is not available from this machine's apt sources" ;;
 		esac
 	done
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >&2 ||
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q "$@" >&2 ||
 		die "apt-get install $* failed"
 }
 
