@@ -34,11 +34,28 @@ type Change struct {
 	Events []string `json:"events,omitempty"`
 	// Markets whose price item was rewritten.
 	Markets []string `json:"markets,omitempty"`
+	// Prices carries the price items of Markets as the writer rendered and
+	// wrote them, so that a node updates its replica (and streams fan out)
+	// without reading Redis. A market in Markets without an entry here is
+	// read from Redis by whoever needs it.
+	Prices []Price `json:"prices,omitempty"`
 	// Trades lists markets that received new trades.
 	Trades []string `json:"trades,omitempty"`
 	// Flush says the cache was rebuilt from Postgres: readers drop all they
 	// hold from it, whatever the lists say.
 	Flush bool `json:"flush,omitempty"`
+}
+
+// Price is one market's price item as its writer wrote it to Redis.
+type Price struct {
+	ID string `json:"id"`
+	// Gen is the market document's revision (store doc_revs): a node keeps
+	// an item only when its Gen is above the one it holds.
+	Gen int64 `json:"g"`
+	// Served: the market is in the served set.
+	Served bool `json:"s,omitempty"`
+	// Body is the wire JSON of the price item; absent until a price arrives.
+	Body json.RawMessage `json:"b,omitempty"`
 }
 
 // Encode is the message body of c.
