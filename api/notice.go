@@ -82,9 +82,24 @@ func (s *Server) subscribe(nc *nats.Conn) (err error) {
 	s.prevReconnect = nc.ReconnectHandler()
 	nc.SetReconnectHandler(func(c *nats.Conn) {
 		s.keys.flush()
-		s.forgetHeld()
+		if s.reader != nil {
+			// Notices were missed: node memory is dropped, the search
+			// index and the replica load again.
+			s.reader.FeedUp()
+		}
 		if s.prevReconnect != nil {
 			s.prevReconnect(c)
+		}
+	})
+	// Cut from the notices, the replica cannot follow: reads go to Redis
+	// until the reconnect.
+	s.prevDisconnect = nc.DisconnectErrHandler()
+	nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
+		if s.reader != nil {
+			s.reader.FeedDown()
+		}
+		if s.prevDisconnect != nil {
+			s.prevDisconnect(c, err)
 		}
 	})
 	s.prevErr = nc.ErrorHandler()
@@ -121,6 +136,7 @@ func (s *Server) unsubscribe() {
 	s.subs = nil
 	if s.nc != nil {
 		s.nc.SetReconnectHandler(s.prevReconnect)
+		s.nc.SetDisconnectErrHandler(s.prevDisconnect)
 		s.nc.SetErrorHandler(s.prevErr)
 		s.nc = nil
 	}

@@ -14,7 +14,7 @@ func (s *Server) snapshot(c *fiber.Ctx) error {
 	// on its way while the admission's is: see read.go.
 	var read *cache.PricesRead
 	if perr == nil {
-		read = s.reader.BeginPrices(ctx, ids)
+		read = s.reader.BeginPrices(ctx, ids, seenPosition(c.Get(fiber.HeaderIfNoneMatch)))
 	}
 	if err := s.admitBegun(c, read, perr); err != nil {
 		return err
@@ -24,7 +24,19 @@ func (s *Server) snapshot(c *fiber.Ctx) error {
 		return readFailed(err)
 	}
 	writeSnapshot(c, ids, items)
-	return sendWritten(c)
+	return sendWrittenAt(c, snapshotPosition(items))
+}
+
+// snapshotPosition is the position a snapshot shows: the highest change
+// number among its items (shown or not), which every node holds alike for
+// the same items. A client that sends it back (in the ETag) is never shown
+// an older item by any node (cache.Reader.BeginPrices).
+func snapshotPosition(items []cache.PriceItem) int64 {
+	var pos int64
+	for _, it := range items {
+		pos = max(pos, it.Seq)
+	}
+	return pos
 }
 
 // writeSnapshot writes {"data":[items shown...],"missing":[other ids...]}

@@ -31,11 +31,31 @@ func sendWritten(c *fiber.Ctx) error {
 	return nil
 }
 
+// sendWrittenAt is sendWritten for an answer that shows position pos (a
+// price snapshot): its ETag names pos after the body's hash, "<hash>-<pos>",
+// so that the client's next If-None-Match tells any node what it has seen
+// (seenPosition).
+func sendWrittenAt(c *fiber.Ctx, pos int64) error {
+	if notModifiedAt(c, c.Response().Body(), pos) {
+		c.Response().ResetBody()
+		return c.SendStatus(fiber.StatusNotModified)
+	}
+	c.Status(fiber.StatusOK)
+	return nil
+}
+
 // notModified sets the ETag and caching headers of a 200 with body and says
 // whether the client's If-None-Match holds that tag (304).
-func notModified(c *fiber.Ctx, body []byte) bool {
-	var tag [16]byte
+func notModified(c *fiber.Ctx, body []byte) bool { return notModifiedAt(c, body, 0) }
+
+// notModifiedAt is notModified for an answer that shows position pos (0:
+// none is named).
+func notModifiedAt(c *fiber.Ctx, body []byte, pos int64) bool {
+	var tag [40]byte
 	etag := strconv.AppendUint(append(tag[:0], '"'), xxhash.Sum64(body), 36)
+	if pos > 0 {
+		etag = strconv.AppendInt(append(etag, '-'), pos, 10)
+	}
 	etag = append(etag, '"')
 	h := &c.Response().Header
 	h.SetBytesV(fiber.HeaderETag, etag)
@@ -45,6 +65,29 @@ func notModified(c *fiber.Ctx, body []byte) bool {
 	}
 	h.SetContentType(fiber.MIMEApplicationJSON)
 	return false
+}
+
+// seenPosition is the highest position named by the tags of an
+// If-None-Match header ("<hash>-<pos>", as sendWrittenAt makes them, weak or
+// not); 0 when none names one. Tags it cannot read name nothing: a client
+// that sends garbage is answered as one that sends no tag.
+func seenPosition(header string) int64 {
+	var pos int64
+	for t := range strings.SplitSeq(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if len(t) < 2 || t[0] != '"' || t[len(t)-1] != '"' {
+			continue
+		}
+		t = t[1 : len(t)-1]
+		i := strings.LastIndexByte(t, '-')
+		if i < 0 {
+			continue
+		}
+		if p, err := strconv.ParseInt(t[i+1:], 10, 64); err == nil && p > 0 {
+			pos = max(pos, p)
+		}
+	}
+	return pos
 }
 
 func etagMatches(header, etag string) bool {

@@ -80,9 +80,10 @@ type Server struct {
 	// noticesDropped is the change subscription's drop count last seen.
 	noticesDropped atomic.Int64
 	// nc and its handlers before subscribe, given back by unsubscribe.
-	nc            *nats.Conn
-	prevReconnect nats.ConnHandler
-	prevErr       nats.ErrHandler
+	nc             *nats.Conn
+	prevReconnect  nats.ConnHandler
+	prevDisconnect nats.ConnErrHandler
+	prevErr        nats.ErrHandler
 	// limitsWarn and authFailWarn keep the "decided by this node alone"
 	// WARNs (one per request while Redis is down) to one per 10 s.
 	limitsWarn, authFailWarn ratelog.Limiter

@@ -4,7 +4,9 @@
 // Layout under a prefix P (default "md:"); braces are Redis Cluster hash tags:
 //
 //	P{e:<event>}        hash  g=revision, b=event read body | m=merged_into
-//	P{m:<market>}       hash  g=revision, s="1" when served, b=price item
+//	P{m:<market>}       hash  g=revision, s="1" when served, b=price item,
+//	                          q=the change number of the write (0/absent:
+//	                          a rebuild's)
 //	P{m:<market>}:t     zset  newest ≤200 trades, score = ts in µs, member = trade JSON
 //	P{i}:g              hash  event → revision of its listing entry
 //	P{i}:s              hash  event → summary JSON (served active events only)
@@ -27,10 +29,12 @@ package cache
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -125,8 +129,11 @@ func (c *Cache) queueEvent(ctx context.Context, p redis.Pipeliner, d EventDocume
 		d.ID, d.Gen, f, c.listingKey("f:"), summary, strings.Join(d.Sets, " "), -d.Volume)
 }
 
-func (c *Cache) queueMarket(ctx context.Context, p redis.Pipeliner, d MarketDocument, force bool) {
+func (c *Cache) queueMarket(ctx context.Context, p redis.Pipeliner, d MarketDocument, seq int64, force bool) {
 	args := []any{d.Gen, forceArg(force)}
+	if seq > 0 {
+		args = append(args, "q", seq)
+	}
 	if d.Served {
 		args = append(args, "s", "1")
 	}
@@ -157,31 +164,57 @@ func forceArg(force bool) string {
 }
 
 // Apply renders and writes everything a committed batch changed, in one
-// pipeline. It is safe to repeat: writes are guarded by revision and trades
+// pipeline, and returns the change notice the writer must publish once it
+// returns. It is safe to repeat: writes are guarded by revision and trades
 // are a set.
 //
-// It first takes a change number (see seq.go) and returns it: the writer
-// names it in the change notice it sends once Apply returns, which is what
-// lets API nodes know when their memory may answer (Reader). A batch with
-// nothing to write takes none (0). After an error the number is returned
-// too when one was taken: part of the batch may have been written.
-func (c *Cache) Apply(ctx context.Context, res *store.Result) (int64, error) {
+// It first takes a change number (see seq.go): the notice names it, which is
+// what lets API nodes know when their memory may answer (Reader), and it is
+// stored with each price item (field q) so that every node names the same
+// position for the same item (a snapshot's ETag). The notice carries the
+// price items as written (notice.Change.Prices): nodes update their replica
+// from it without reading Redis. A batch with nothing to write takes no
+// number (the notice's Seq is 0 and nothing need be sent). After an error
+// the notice is returned too when a number was taken: part of the batch may
+// have been written, and the notice closes the number's gap.
+func (c *Cache) Apply(ctx context.Context, res *store.Result) (notice.Change, error) {
 	if len(res.Events)+len(res.Markets)+len(res.Trades) == 0 {
-		return 0, nil
+		return notice.Change{}, nil
 	}
 	seq, err := c.takeSeq(ctx)
 	if err != nil {
-		return 0, err
+		return notice.Change{}, err
 	}
-	return seq, c.exec(ctx, func(p redis.Pipeliner) {
+	n := notice.Change{Seq: seq}
+	markets := make([]MarketDocument, len(res.Markets))
+	for i, d := range res.Markets {
+		markets[i] = c.rules.RenderMarket(d)
+	}
+	err = c.exec(ctx, func(p redis.Pipeliner) {
 		for _, d := range res.Events {
 			c.queueEvent(ctx, p, c.rules.RenderEvent(d), false)
 		}
-		for _, d := range res.Markets {
-			c.queueMarket(ctx, p, c.rules.RenderMarket(d), false)
+		for _, m := range markets {
+			c.queueMarket(ctx, p, m, seq, false)
 		}
 		c.queueTrades(ctx, p, res.Trades)
 	})
+	for _, d := range res.Events {
+		n.Events = append(n.Events, d.ID)
+	}
+	if len(markets) > 0 {
+		n.Markets = make([]string, len(markets))
+		n.Prices = make([]notice.Price, len(markets))
+		for i, m := range markets {
+			n.Markets[i] = m.ID
+			n.Prices[i] = notice.Price{ID: m.ID, Gen: m.Gen, Served: m.Served, Body: m.Body}
+		}
+	}
+	for _, t := range res.Trades {
+		n.Trades = append(n.Trades, t.MarketID)
+	}
+	n.Trades = slices.Compact(slices.Sorted(slices.Values(n.Trades)))
+	return n, err
 }
 
 // exec runs a pipeline, loading the scripts and running it again when Redis

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/store"
 )
@@ -22,11 +24,13 @@ func newCache(t *testing.T) (*cache.Cache, *redis.Client, string) {
 	return cache.New(rdb, prefix, testRules()), rdb, prefix
 }
 
-func apply(t *testing.T, c *cache.Cache, res *store.Result) {
+func apply(t *testing.T, c *cache.Cache, res *store.Result) notice.Change {
 	t.Helper()
-	if _, err := c.Apply(context.Background(), res); err != nil {
+	n, err := c.Apply(context.Background(), res)
+	if err != nil {
 		t.Fatalf("apply: %v", err)
 	}
+	return n
 }
 
 func applyEvent(t *testing.T, c *cache.Cache, rev int64, e *store.Event) {
@@ -43,9 +47,14 @@ func hash(t *testing.T, rdb *redis.Client, key string) map[string]string {
 	return h
 }
 
+// checkHash compares a document hash with want; a price item's change
+// number (q) is compared only when want names one.
 func checkHash(t *testing.T, rdb *redis.Client, key string, want map[string]string) {
 	t.Helper()
 	got := hash(t, rdb, key)
+	if _, ok := want["q"]; !ok {
+		delete(got, "q")
+	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("%s:\n got %v\nwant %v", key, got, want)
 	}
@@ -81,13 +90,24 @@ func TestApplyDocuments(t *testing.T) {
 	price := &store.Price{MarketID: "m-1", Version: 2, TS: testNow, Quotes: map[string]store.Quote{"venue_a": quote(ptr(0.3), ptr(0.4), nil, 5)}}
 	evDoc := store.EventDoc{ID: "ev-1", Rev: 5, Event: ev, Markets: []store.Market{m1, m2}}
 	m1Doc := store.MarketDoc{ID: "m-1", Rev: 6, Market: &m1, Event: ev, Price: price}
-	apply(t, c, &store.Result{
+	n := apply(t, c, &store.Result{
 		Events: []store.EventDoc{evDoc, {ID: "ev-2", Rev: 7, Event: merged}, {ID: "ev-3", Rev: 8}},
 		Markets: []store.MarketDoc{m1Doc,
 			{ID: "m-2", Rev: 9, Market: &m2, Event: ev},
 			{ID: "m-3", Rev: 10, Price: price}},
 	})
 	r := testRules()
+	// The notice names what was written and carries the price items as
+	// written, with the change number each item holds in Redis.
+	q := strconv.FormatInt(n.Seq, 10)
+	if n.Seq <= 0 || !slices.Equal(n.Events, []string{"ev-1", "ev-2", "ev-3"}) || !slices.Equal(n.Markets, []string{"m-1", "m-2", "m-3"}) {
+		t.Fatalf("notice: %+v", n)
+	}
+	wantPrices := []notice.Price{{ID: "m-1", Gen: 6, Served: true, Body: r.RenderMarket(m1Doc).Body}, {ID: "m-2", Gen: 9, Served: true}, {ID: "m-3", Gen: 10}}
+	if got, want := string(notice.Change{Prices: n.Prices}.Encode()), string(notice.Change{Prices: wantPrices}.Encode()); got != want {
+		t.Errorf("notice prices:\n got %s\nwant %s", got, want)
+	}
+	checkHash(t, rdb, c.MarketKey("m-3"), map[string]string{"g": "10", "q": q})
 	checkHash(t, rdb, c.EventKey("ev-1"), map[string]string{"g": "5", "b": string(r.RenderEvent(evDoc).Body)})
 	checkHash(t, rdb, c.EventKey("ev-2"), map[string]string{"g": "7", "m": "ev-1"})
 	checkHash(t, rdb, c.EventKey("ev-3"), map[string]string{"g": "8"})
@@ -123,11 +143,11 @@ func TestApplyDocuments(t *testing.T) {
 		}
 		body := r.RenderMarket(m1Doc).Body
 		want := []cache.MarketEntry{
-			{Found: true, Gen: 10},
+			{Found: true, Gen: 10, Seq: n.Seq},
 			{},
-			{Found: true, Served: true, Gen: 6, Body: body},
-			{Found: true, Served: true, Gen: 9},
-			{Found: true, Served: true, Gen: 6, Body: body},
+			{Found: true, Served: true, Gen: 6, Body: body, Seq: n.Seq},
+			{Found: true, Served: true, Gen: 9, Seq: n.Seq},
+			{Found: true, Served: true, Gen: 6, Body: body, Seq: n.Seq},
 		}
 		if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
 			t.Errorf("got %+v\nwant %+v", got, want)

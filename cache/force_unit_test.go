@@ -33,7 +33,7 @@ func writeEvent(t *testing.T, c *Cache, d EventDocument, force bool) {
 func writeMarket(t *testing.T, c *Cache, d MarketDocument, force bool) {
 	t.Helper()
 	ctx := context.Background()
-	if err := c.exec(ctx, func(p redis.Pipeliner) { c.queueMarket(ctx, p, d, force) }); err != nil {
+	if err := c.exec(ctx, func(p redis.Pipeliner) { c.queueMarket(ctx, p, d, 0, force) }); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -34,6 +34,8 @@ type MarketEntry struct {
 	Served bool
 	Gen    int64
 	Body   []byte
+	// Seq is the change number of the write that stored it (0: a rebuild's).
+	Seq int64
 }
 
 // Markets reads the price items of ids, in order, in one round trip.

@@ -22,16 +22,21 @@ type PriceItem struct {
 	// market or its price raises it): streams order a market's messages by
 	// it. 0 when the market is unknown.
 	Gen int64
+	// Seq is the change number of the write that stored the item in Redis
+	// (0: unknown, or read from the store): the position a snapshot's ETag
+	// names.
+	Seq int64
 }
 
 // Shown reports whether the item is in the snapshot's data (else its id is
 // in missing).
 func (p PriceItem) Shown() bool { return p.Served && p.Body != nil }
 
-// Prices returns the price items of ids, in order: a poll of 50 ids whose
-// items the node holds costs Redis one shared read of the change number.
+// Prices returns the price items of ids, in order: from the node's replica
+// when it holds them (no round trip), else from node memory, Redis or the
+// store.
 func (r *Reader) Prices(ctx context.Context, ids []string) ([]PriceItem, error) {
-	return r.BeginPrices(ctx, ids).Finish(ctx)
+	return r.BeginPrices(ctx, ids, 0).Finish(ctx)
 }
 
 // PricesRead is a price read begun (BeginPrices) and not yet finished: its
@@ -54,10 +59,25 @@ type PricesRead struct {
 // Finish completes it; a caller that will not finish (the request was
 // refused) calls Discard. Only Finish reads the store: a refused request
 // never costs Postgres anything.
-func (r *Reader) BeginPrices(ctx context.Context, ids []string) *PricesRead {
+//
+// pos is the position the client last saw (its ETag: every item it was
+// shown was written at a change number at most pos), 0 when none: the read
+// never shows an older item than that client saw. The replica answers only
+// once it has applied every notice up to pos (waiting up to OrderWait for
+// it); otherwise the read goes to Redis, which is never behind any node.
+func (r *Reader) BeginPrices(ctx context.Context, ids []string, pos int64) *PricesRead {
 	p := &PricesRead{r: r, ids: ids, items: make([]PriceItem, len(ids)), epoch: r.g.now(),
 		cmds: make([]*redis.SliceCmd, len(ids))}
+	rep := r.replicaFor(ctx, pos)
+	replicated := 0
 	for i, id := range ids {
+		if rep != nil {
+			if it, ok := rep.get(id); ok {
+				p.items[i] = PriceItem{Found: true, Served: it.served, Body: it.body, Gen: it.gen, Seq: it.seq}
+				replicated++
+				continue
+			}
+		}
 		if it, ok := r.prices.get(id); ok {
 			p.items[i], p.held = it, append(p.held, i)
 		} else {
@@ -74,7 +94,10 @@ func (r *Reader) BeginPrices(ctx context.Context, ids []string) *PricesRead {
 			}
 		}
 	}
-	p.tr, p.beginErr = r.trips.begin(ctx, p.queue(p.miss))
+	r.count(resPrices, layerReplica, replicated)
+	if len(p.held)+len(p.miss) > 0 {
+		p.tr, p.beginErr = r.trips.begin(ctx, p.queue(p.miss))
+	}
 	return p
 }
 
@@ -91,6 +114,9 @@ func (p *PricesRead) Discard() {
 func (p *PricesRead) Finish(ctx context.Context) ([]PriceItem, error) {
 	r, ids, items, epoch, cmds, queue := p.r, p.ids, p.items, p.epoch, p.cmds, p.queue
 	held, miss := p.held, p.miss
+	if len(held)+len(miss) == 0 {
+		return items, nil // all from the replica
+	}
 	var v verdict
 	if p.beginErr != nil {
 		v = r.judge(ctx, 0, nil, p.beginErr)
@@ -135,7 +161,7 @@ func (p *PricesRead) Finish(ctx context.Context) ([]PriceItem, error) {
 			absent[ids[i]], toStore = true, append(toStore, i)
 		default:
 			answered++
-			items[i] = PriceItem{Found: true, Served: e.Served, Body: e.Body, Gen: e.Gen}
+			items[i] = PriceItem{Found: true, Served: e.Served, Body: e.Body, Gen: e.Gen, Seq: e.Seq}
 			if v.keep {
 				// A key of its own: id may be a slice of a whole query.
 				r.prices.put(strings.Clone(ids[i]), items[i], epoch)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/maypok86/otter/v2"
@@ -78,14 +79,27 @@ type Reader struct {
 	log     *slog.Logger
 	publish func(notice.Change) error
 
-	g      guard
-	prices *memory[string, PriceItem]
-	events *memory[string, EventItem]
-	pages  *memory[pageKey, Page]
-	trips  *trips
-	seqs   *appliedSeqs
+	g   guard
+	rep *replica
+	// repWake asks the replica's loader for a load; stop ends the Reader's
+	// own goroutines.
+	repWake chan struct{}
+	stop    chan struct{}
+	// lastRedis is when a change-number poll last reached Redis (unix ns).
+	lastRedis atomic.Int64
+	// feedDown: the node is cut from the change notices (NATS
+	// disconnected); the replica waits for FeedUp before it loads again.
+	feedDown  atomic.Bool
+	fallbacks chan struct{}
+	prices    *memory[string, PriceItem]
+	events    *memory[string, EventItem]
+	pages     *memory[pageKey, Page]
+	trips     *trips
+	seqs      *appliedSeqs
 	// stopClock stops node memory's clock (nil: a test's clock).
 	stopClock func()
+
+	closeOnce sync.Once
 
 	subsMu sync.RWMutex
 	subs   []func(notice.Change)
@@ -94,10 +108,13 @@ type Reader struct {
 	repairs              chan struct{}
 	repairWarn, lostWarn ratelog.Limiter
 
-	reads      *prometheus.CounterVec
-	readsAt    [numResources][numLayers]prometheus.Counter
-	lost       prometheus.Counter
-	collectors []prometheus.Collector
+	reads   *prometheus.CounterVec
+	readsAt [numResources][numLayers]prometheus.Counter
+	lost    prometheus.Counter
+	// replicaLoads and orderWaits count whole loads of the replica and
+	// reads that could not wait for it to reach a client's position.
+	replicaLoads, orderWaits prometheus.Counter
+	collectors               []prometheus.Collector
 }
 
 // Store is what the Reader reads when Redis lacks a document (evicted,
@@ -131,22 +148,40 @@ type ReaderConfig struct {
 	// their notices before it reads from Redis what memory holds (5ms);
 	// 0: it does not wait.
 	NoticeGrace time.Duration
-	// RedisTimeout bounds a request's wait for Redis; then it reads the
-	// store.
+	// RedisTimeout bounds a request's wait for Redis (1s): a slow Redis is
+	// waited for, not taken for a down one; past it the request reads the
+	// store, if a fallback slot is free (Fallbacks), else answers
+	// ErrUnavailable. The limiter has a budget of its own.
 	RedisTimeout time.Duration
+	// Fallbacks bounds the store reads in flight that stand in for Redis
+	// (8): an overloaded Redis must not turn into a stampede on Postgres.
+	Fallbacks int
+	// Replica keeps every price item in node memory (replica.go), updated
+	// in place by the change notices; snapshot reads and streams are
+	// answered from it with no round trip.
+	Replica bool
+	// OrderWait bounds how long a read that must show a position at least
+	// (a client's ETag) waits for the replica to reach it (100ms); then it
+	// reads Redis, which is never behind what any node showed.
+	OrderWait time.Duration
+	// PollEvery is how often the node reads Redis's change number in the
+	// background (100ms): how a lost notice, and a Redis that stopped
+	// answering, are noticed when no request asks.
+	PollEvery time.Duration
 	// Repairs bounds the background repairs in flight.
 	Repairs int
 }
 
 // DefaultReaderConfig is the one home of the Reader's defaults: a 2 s TTL
 // (the bound docs/api.md gives without a notice), 64 + 32 + 32 MB of node
-// memory, a 500 ms notice gap, a 5 ms notice grace, 16 repairs, and the
-// 50 ms Redis budget of a request, which cmd/marketdata gives the limiter
-// too.
+// memory, a 500 ms notice gap, a 5 ms notice grace, 16 repairs, a 1 s wait
+// for Redis with 8 store fallbacks at once, the price replica on, a 100 ms
+// order wait and a 100 ms change-number poll.
 func DefaultReaderConfig() ReaderConfig {
 	return ReaderConfig{
 		TTL: 2 * time.Second, PriceBytes: 64 << 20, EventBytes: 32 << 20, PageBytes: 32 << 20,
-		NoticeWait: 500 * time.Millisecond, NoticeGrace: 5 * time.Millisecond, RedisTimeout: 50 * time.Millisecond, Repairs: 16,
+		NoticeWait: 500 * time.Millisecond, NoticeGrace: 5 * time.Millisecond, RedisTimeout: time.Second,
+		Fallbacks: 8, Repairs: 16, Replica: true, OrderWait: 100 * time.Millisecond, PollEvery: 100 * time.Millisecond,
 	}
 }
 
@@ -184,6 +219,7 @@ func NewReader(c *Cache, st Store, cfg ReaderConfig, d ReaderDeps) (*Reader, err
 		{"TTL", cfg.TTL <= 0}, {"PriceBytes", cfg.PriceBytes <= 0}, {"EventBytes", cfg.EventBytes <= 0},
 		{"PageBytes", cfg.PageBytes <= 0}, {"NoticeWait", cfg.NoticeWait <= 0},
 		{"RedisTimeout", cfg.RedisTimeout <= 0}, {"Repairs", cfg.Repairs <= 0},
+		{"Fallbacks", cfg.Fallbacks <= 0}, {"OrderWait", cfg.OrderWait <= 0}, {"PollEvery", cfg.PollEvery <= 0},
 	} {
 		if f.bad {
 			return nil, fmt.Errorf("cache: reader config: %s must be positive", f.name)
@@ -202,10 +238,14 @@ func NewReader(c *Cache, st Store, cfg ReaderConfig, d ReaderDeps) (*Reader, err
 		d.Now = time.Now
 	}
 	r := &Reader{
-		cache: c, store: st, rules: c.Rules(), cfg: cfg, log: d.Log, publish: d.Publish,
-		trips:   newTrips(c, cfg.RedisTimeout),
-		repairs: make(chan struct{}, cfg.Repairs),
+		cache: c, rules: c.Rules(), cfg: cfg, log: d.Log, publish: d.Publish,
+		trips:     newTrips(c, cfg.RedisTimeout),
+		repairs:   make(chan struct{}, cfg.Repairs),
+		fallbacks: make(chan struct{}, cfg.Fallbacks),
+		repWake:   make(chan struct{}, 1),
+		stop:      make(chan struct{}),
 	}
+	r.store = &boundedStore{st: st, slots: r.fallbacks}
 	if d.memoryClock == nil {
 		// Memory checks its TTL on every read; the precise clock was a
 		// tenth of a 50-id snapshot's CPU. 10 ms of slack on a 2 s safety
@@ -227,13 +267,20 @@ func NewReader(c *Cache, st Store, cfg ReaderConfig, d ReaderDeps) (*Reader, err
 	r.pages = newMemory(&r.g, memoryConfig[pageKey, Page]{
 		maxBytes: cfg.PageBytes, ttl: cfg.TTL, clock: d.memoryClock, weigh: pageWeight,
 	})
-	r.seqs = newAppliedSeqs(cfg.NoticeWait, d.Now, r.flushMemory, r.onJump)
+	r.seqs = newAppliedSeqs(cfg.NoticeWait, d.Now, r.forgetAll, r.onJump)
+	if cfg.Replica {
+		r.rep = newReplica()
+	}
 	r.metrics()
-	// Learn Redis's change number now: the node trusts its memory only
-	// NoticeWait after it first saw one (the notices of writes in flight
-	// when it started may still come), and that wait may as well run
-	// while the node loads.
-	go r.roundTrip(context.Background(), nil)
+	// Learn Redis's change number now, and then every PollEvery: the node
+	// trusts its memory only NoticeWait after it first saw one (the notices
+	// of writes in flight when it started may still come), and that wait
+	// may as well run while the node loads.
+	go r.pollLoop()
+	if r.rep != nil {
+		go r.replicaLoop()
+		r.wakeReplica()
+	}
 	return r, nil
 }
 
@@ -244,6 +291,7 @@ const entryOverhead = 96
 // Close stops the Reader's background work (memory clean-up, round-trip
 // senders). Reads after Close time out on Redis.
 func (r *Reader) Close() {
+	r.closeOnce.Do(func() { close(r.stop) })
 	r.trips.close()
 	r.prices.close()
 	r.events.close()
@@ -269,8 +317,13 @@ func (r *Reader) OnChange(fn func(notice.Change)) {
 // anything leaves node memory before its TTL.
 func (r *Reader) Notice(n notice.Change) {
 	if n.Flush {
-		r.flushMemory()
+		r.forgetAll()
 	} else {
+		if r.rep != nil && len(n.Markets) > 0 {
+			if missing := r.rep.apply(n); len(missing) > 0 {
+				r.refreshReplica(missing)
+			}
+		}
 		if len(n.Markets) > 0 {
 			r.prices.drop(n.Markets...)
 		}
@@ -288,8 +341,19 @@ func (r *Reader) Notice(n notice.Change) {
 // reload (a Flush): notices may have been missed (NATS reconnected, the
 // subscription fell behind, a notice was unreadable).
 func (r *Reader) Forget() {
-	r.flushMemory()
+	r.forgetAll()
 	r.tell(notice.Change{Flush: true})
+}
+
+// forgetAll drops node memory and has the replica loaded again: notices may
+// have been missed. It runs under the change numbers' lock (appliedSeqs),
+// so it only flags and signals.
+func (r *Reader) forgetAll() {
+	r.flushMemory()
+	if r.rep != nil {
+		r.rep.invalidate()
+		r.wakeReplica()
+	}
 }
 
 func (r *Reader) tell(n notice.Change) {

@@ -35,6 +35,18 @@ type readerWorld struct {
 	price map[string]int64 // the last price version written per market
 	// seqKey is the cache's change counter.
 	seqKey string
+	// replica turns the price replica on; poll is the Reader's background
+	// poll of the change number (an hour unless set: then only the start's
+	// poll runs, and the test's clock alone moves the notice gaps).
+	replica bool
+	poll    time.Duration
+}
+
+func (w *readerWorld) pollEvery() time.Duration {
+	if w.poll > 0 {
+		return w.poll
+	}
+	return time.Hour
 }
 
 const readerWait = 500 * time.Millisecond
@@ -66,7 +78,11 @@ func (w *readerWorld) reader(c *cache.Cache, st cache.Store, reg prometheus.Regi
 	w.t.Helper()
 	r, err := cache.NewReader(c, st, cache.ReaderConfig{
 		TTL: time.Minute, PriceBytes: 1 << 20, EventBytes: 1 << 20, PageBytes: 1 << 20,
-		NoticeWait: readerWait, RedisTimeout: time.Second, Repairs: 4,
+		NoticeWait: readerWait, RedisTimeout: time.Second, Repairs: 4, Fallbacks: 8,
+		OrderWait: 100 * time.Millisecond, PollEvery: w.pollEvery(),
+		// These tests pin the layers under the replica: memory, Redis and
+		// the store (replica_test.go tests the replica).
+		Replica: w.replica,
 	}, cache.ReaderDeps{
 		Now:     w.clock,
 		Publish: func(n notice.Change) error { w.sent <- n; return nil },
@@ -102,14 +118,14 @@ func (w *readerWorld) write(b store.Batch, notify bool) int64 {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	seq, err := w.c.Apply(ctx, res)
+	n, err := w.c.Apply(ctx, res)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	if notify {
-		w.r.Notice(changeOf(res, seq))
+		w.r.Notice(n)
 	}
-	return seq
+	return n.Seq
 }
 
 func changeOf(res *store.Result, seq int64) notice.Change {

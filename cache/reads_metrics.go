@@ -18,7 +18,8 @@ const (
 )
 
 const (
-	layerMemory layer = iota
+	layerReplica layer = iota
+	layerMemory
 	layerRedis
 	layerStore
 	numLayers
@@ -26,14 +27,14 @@ const (
 
 var (
 	resourceNames = [numResources]string{"prices", "event", "trades", "page", "summaries"}
-	layerNames    = [numLayers]string{"memory", "redis", "store"}
+	layerNames    = [numLayers]string{"replica", "memory", "redis", "store"}
 )
 
 // metrics creates the Reader's counters; Register adds them to a registry.
 func (r *Reader) metrics() {
 	r.reads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "marketdata_reads_total",
-		Help: "Data reads by resource and the layer that answered them: node memory, Redis or the store (Postgres). Price reads count items, the others requests.",
+		Help: "Data reads by resource and the layer that answered them: the node's price replica, node memory, Redis or the store (Postgres). Price reads count items, the others requests.",
 	}, []string{"resource", "layer"})
 	for res := range numResources {
 		for l := range numLayers {
@@ -45,7 +46,37 @@ func (r *Reader) metrics() {
 		Name: "marketdata_read_notices_lost_total",
 		Help: "Change numbers whose notice never reached this node within the wait: each time, node memory was dropped.",
 	})
-	r.collectors = []prometheus.Collector{r.reads, r.lost}
+	r.replicaLoads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "marketdata_replica_loads_total",
+		Help: "Times the node loaded its price replica from Redis whole (start, lost notices, flush, NATS reconnect).",
+	})
+	r.orderWaits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "marketdata_replica_order_waits_total",
+		Help: "Reads whose If-None-Match named a position the replica had not reached within the order wait: answered from Redis.",
+	})
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	r.collectors = []prometheus.Collector{r.reads, r.lost, r.replicaLoads, r.orderWaits,
+		gauge("marketdata_replica_ready", "1 while the node's price replica is whole and answers.", func() float64 {
+			if r.ReplicaReady() {
+				return 1
+			}
+			return 0
+		}),
+		gauge("marketdata_replica_items", "Price items in the node's replica.", func() float64 {
+			if r.rep == nil {
+				return 0
+			}
+			return float64(r.rep.items.Load())
+		}),
+		gauge("marketdata_replica_bytes", "Approximate bytes of the node's price replica (ids, bodies, entries).", func() float64 {
+			if r.rep == nil {
+				return 0
+			}
+			return float64(r.rep.bytes.Load())
+		}),
+	}
 }
 
 // count records n reads of res answered by l.

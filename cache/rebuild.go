@@ -123,7 +123,7 @@ func (c *Cache) rebuild(ctx context.Context, src Source) (st RebuildStats, ahead
 			ahead = true
 		}
 		keep[c.MarketKey(d.ID)] = true
-		return add(func(p redis.Pipeliner) { c.queueMarket(ctx, p, doc, true) })
+		return add(func(p redis.Pipeliner) { c.queueMarket(ctx, p, doc, 0, true) })
 	})
 	if err != nil {
 		return st, false, 0, err

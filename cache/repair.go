@@ -3,10 +3,8 @@ package cache
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"time"
 
-	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -30,25 +28,14 @@ func (r *Reader) repair(events []store.EventDoc, markets []store.MarketDoc, trad
 		defer func() { <-r.repairs }()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		seq, err := r.cache.ApplyDocs(ctx, events, markets, trades)
+		n, err := r.cache.ApplyDocs(ctx, events, markets, trades)
 		if err != nil {
 			r.repairWarn.Log(ctx, r.log, slog.LevelWarn, "cache repair failed", "err", err)
 		}
-		if seq == 0 || r.publish == nil {
+		if n.Seq == 0 || r.publish == nil {
 			return
 		}
 		// Announced even after an error: part of it may have been written.
-		n := notice.Change{Seq: seq}
-		for _, d := range events {
-			n.Events = append(n.Events, d.ID)
-		}
-		for _, d := range markets {
-			n.Markets = append(n.Markets, d.ID)
-		}
-		for _, t := range trades {
-			n.Trades = append(n.Trades, t.MarketID)
-		}
-		n.Trades = slices.Compact(slices.Sorted(slices.Values(n.Trades)))
 		if err := r.publish(n); err != nil {
 			r.repairWarn.Log(ctx, r.log, slog.LevelWarn, "cache repair notice not published", "err", err)
 		}

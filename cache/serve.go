@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -49,7 +50,7 @@ func ParseEvent(cmd *redis.SliceCmd) (EventEntry, error) {
 
 // QueueMarket queues the read of a market's price item and served flag.
 func (c *Cache) QueueMarket(p redis.Pipeliner, id string) *redis.SliceCmd {
-	return p.HMGet(context.Background(), c.MarketKey(id), "g", "s", "b")
+	return p.HMGet(context.Background(), c.MarketKey(id), "g", "s", "b", "q")
 }
 
 // ParseMarket reads a queued price item.
@@ -58,9 +59,14 @@ func ParseMarket(cmd *redis.SliceCmd) (MarketEntry, error) {
 	if err != nil {
 		return MarketEntry{}, err
 	}
-	if len(vals) != 3 {
+	if len(vals) != 4 {
 		return MarketEntry{}, errNotRead
 	}
+	return marketEntry(vals), nil
+}
+
+// marketEntry reads the values of HMGET g s b q.
+func marketEntry(vals []any) MarketEntry {
 	var m MarketEntry
 	if g, ok := vals[0].(string); ok {
 		m.Found = true
@@ -70,7 +76,10 @@ func ParseMarket(cmd *redis.SliceCmd) (MarketEntry, error) {
 	if b, ok := vals[2].(string); ok {
 		m.Body = []byte(b)
 	}
-	return m, nil
+	if q, ok := vals[3].(string); ok {
+		m.Seq, _ = strconv.ParseInt(q, 10, 64)
+	}
+	return m
 }
 
 // QueueTrades queues the read of a market's newest trades, newest first.
@@ -182,6 +191,6 @@ func (c *Cache) EnsureComplete(ctx context.Context, src Source) (bool, RebuildSt
 // ApplyDocs writes documents read from the store to repair what Redis lost.
 // The revisions guard them like any ingest write. It returns the change
 // number the write took, for the repair's change notice (see Apply).
-func (c *Cache) ApplyDocs(ctx context.Context, events []store.EventDoc, markets []store.MarketDoc, trades []store.Trade) (int64, error) {
+func (c *Cache) ApplyDocs(ctx context.Context, events []store.EventDoc, markets []store.MarketDoc, trades []store.Trade) (notice.Change, error) {
 	return c.Apply(ctx, &store.Result{Events: events, Markets: markets, Trades: trades})
 }

@@ -41,7 +41,7 @@ type AntiEntropyCache interface {
 	ListingComplete(ctx context.Context) (bool, error)
 	ReadRevisions(ctx context.Context, events, markets []string) (cache.Revisions, error)
 	ReadTradeWindows(ctx context.Context, markets []string) (map[string]cache.TradeWindow, error)
-	ApplyDocs(ctx context.Context, events []store.EventDoc, markets []store.MarketDoc, trades []store.Trade) (int64, error)
+	ApplyDocs(ctx context.Context, events []store.EventDoc, markets []store.MarketDoc, trades []store.Trade) (notice.Change, error)
 	TryLock(ctx context.Context, name, token string, ttl time.Duration) (release func(), ok bool, err error)
 	Cursor(ctx context.Context, name string) (string, error)
 	SetCursor(ctx context.Context, name, v string) error
@@ -440,10 +440,11 @@ func (a *AntiEntropy) repair(ctx context.Context, st PassStats, events, markets,
 	if len(evDocs)+len(mkDocs)+len(trades) == 0 {
 		return st, nil
 	}
-	seq, err := a.cache.ApplyDocs(ctx, evDocs, mkDocs, trades)
-	n.Seq = seq
+	// The notice Apply returns names what was rewritten and carries the
+	// price items (nodes' replicas take them from it).
+	n, err = a.cache.ApplyDocs(ctx, evDocs, mkDocs, trades)
 	if err != nil {
-		if seq > 0 {
+		if n.Seq > 0 {
 			// It took a number and may have written in part: the notice
 			// drops what it names and closes the number's gap.
 			a.notify(n)
@@ -483,12 +484,12 @@ type watchedCache struct {
 	failed atomic.Bool
 }
 
-func (w *watchedCache) Apply(ctx context.Context, res *store.Result) (int64, error) {
-	seq, err := w.Cache.Apply(ctx, res)
+func (w *watchedCache) Apply(ctx context.Context, res *store.Result) (notice.Change, error) {
+	n, err := w.Cache.Apply(ctx, res)
 	if err != nil {
 		w.failed.Store(true)
 	} else if w.failed.CompareAndSwap(true, false) {
 		w.ae.Trigger()
 	}
-	return seq, err
+	return n, err
 }

@@ -365,9 +365,9 @@ type flakyCache struct {
 	fail atomic.Bool
 }
 
-func (f *flakyCache) Apply(ctx context.Context, res *store.Result) (int64, error) {
+func (f *flakyCache) Apply(ctx context.Context, res *store.Result) (notice.Change, error) {
 	if f.fail.Load() {
-		return 0, errors.New("cache: write: dial tcp 127.0.0.1:1: connect: connection refused")
+		return notice.Change{}, errors.New("cache: write: dial tcp 127.0.0.1:1: connect: connection refused")
 	}
 	return f.Cache.Apply(ctx, res)
 }

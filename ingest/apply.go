@@ -5,6 +5,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -58,21 +59,21 @@ func (w *Worker) apply(ctx context.Context, items []*inflight) error {
 		}
 	}
 	var res *store.Result
-	var seq int64
 	if b.Len() > 0 {
 		var err error
 		if res, err = w.store.ApplyBatch(ctx, &b); err != nil {
 			w.metrics.Failures.WithLabelValues("postgres").Inc()
 			return err
 		}
-		seq, err = w.cache.Apply(ctx, res)
+		var n notice.Change
+		n, err = w.cache.Apply(ctx, res)
 		// The notice goes out at once, before the rejects and acks: nodes
 		// wait for it (a node that saw the change number serves memory only
 		// once the notice is applied). A write that failed after taking its
 		// number may have landed in part: its notice drops what it names
 		// all the same, and closes the number's gap.
-		if seq > 0 {
-			w.notify(res, seq)
+		if n.Seq > 0 {
+			w.notify(n)
 		}
 		if err != nil {
 			w.metrics.Failures.WithLabelValues("redis").Inc()

@@ -56,9 +56,9 @@ func (w *Worker) Sweep(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		seq, err := w.cache.Apply(ctx, res)
-		if seq > 0 {
-			w.notify(res, seq) // also after a failed write: see apply
+		n, err := w.cache.Apply(ctx, res)
+		if n.Seq > 0 {
+			w.notify(n) // also after a failed write: see apply
 		}
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -28,7 +29,7 @@ type Store interface {
 // Cache is what the worker needs of the snapshots. Apply returns the
 // change number the write took, which the change notice names.
 type Cache interface {
-	Apply(ctx context.Context, res *store.Result) (int64, error)
+	Apply(ctx context.Context, res *store.Result) (notice.Change, error)
 }
 
 var (

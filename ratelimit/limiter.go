@@ -35,6 +35,11 @@ type Result struct {
 	Degraded bool
 }
 
+// DefaultTimeout is the limiter's Redis budget per round trip (50ms), apart
+// from the reads': admission must not wait on a slow Redis as long as a
+// read may.
+const DefaultTimeout = 50 * time.Millisecond
+
 // Config sizes the limits. Every field but Prefix must be set: New does not
 // fill in defaults (cmd/marketdata owns them) and refuses what it cannot use.
 type Config struct {
@@ -47,7 +52,8 @@ type Config struct {
 	AuthFailWindow time.Duration
 	// Prefix of the Redis keys.
 	Prefix string
-	// Timeout bounds each Redis round trip before the fallback decides.
+	// Timeout bounds each Redis round trip before the fallback decides
+	// (DefaultTimeout).
 	Timeout time.Duration
 }
 

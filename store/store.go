@@ -28,10 +28,17 @@ func New(pool *pgxpool.Pool) *Store {
 // Open opens a pool on dsn without dialling: connections are made on first
 // use and again after a failure, so a long-running process can start while
 // the database is down and recover by itself when it answers.
-func Open(dsn string) (*pgxpool.Pool, error) {
+func Open(dsn string) (*pgxpool.Pool, error) { return OpenSized(dsn, 0) }
+
+// OpenSized is Open with at most maxConns connections (0: pgxpool's default
+// or the URL's pool_max_conns).
+func OpenSized(dsn string, maxConns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("store: parse database url: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {

@@ -73,18 +73,32 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	defer closePrimary()
 	// Keys are read from the primary: a lagging replica could hand back a
 	// key just revoked, and caching it would outlast the contract's 1 s.
-	// Data reads go to the replica, and to the primary while it is down.
-	var fallback cache.Store = primary
+	// Data reads fall back (Redis down) to the replica, and to the primary
+	// while it is down, through pools of their own, as small as the
+	// fallbacks the reader lets run at once: the requests' pool (keys,
+	// usage) never waits behind them.
+	readerCfg := cache.DefaultReaderConfig()
+	fbPrimary, closeFB, err := openPoolSized("MD_DATABASE_URL", cfg.DatabaseURL, int32(readerCfg.Fallbacks))
+	if err != nil {
+		return err
+	}
+	defer closeFB()
+	var fallback cache.Store = fbPrimary
 	stores := []*store.Store{primary}
 	var replica *store.Store
 	if cfg.DatabaseReadURL != cfg.DatabaseURL {
-		var closeReplica func()
+		var closeReplica, closeFBReplica func()
 		replica, closeReplica, err = openPool("MD_DATABASE_READ_URL", cfg.DatabaseReadURL)
 		if err != nil {
 			return err
 		}
 		defer closeReplica()
-		fallback = replicaReads(replica, primary, reg, log)
+		fbReplica, closeFBReplica, err := openPoolSized("MD_DATABASE_READ_URL", cfg.DatabaseReadURL, int32(readerCfg.Fallbacks))
+		if err != nil {
+			return err
+		}
+		defer closeFBReplica()
+		fallback = replicaReads(fbReplica, fbPrimary, reg, log)
 		stores = append(stores, replica)
 	}
 	fatal := make(chan error, 1)
@@ -115,13 +129,14 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 			log.Error("api presence not announced; the Redis-outage fallback counts this node alone", "err", err)
 		}
 	}()
-	// One budget for a request's Redis work, admission and read alike: the
-	// reader's (cache.DefaultReaderConfig is its one home).
-	readerCfg := cache.DefaultReaderConfig()
+	// The limiter's Redis budget is its own (ratelimit.DefaultTimeout): past
+	// it, admission decides on the node's share, while a read waits for a
+	// slow Redis longer (cache.DefaultReaderConfig) rather than falling
+	// back to Postgres.
 	limiter, err := ratelimit.New(rdb, ratelimit.Config{
 		Limit: cfg.RateLimit, Window: cfg.RateWindow,
 		AuthFailLimit: cfg.AuthFailLimit, AuthFailWindow: cfg.AuthFailWindow,
-		Prefix: cfg.RedisPrefix, Timeout: readerCfg.RedisTimeout,
+		Prefix: cfg.RedisPrefix, Timeout: ratelimit.DefaultTimeout,
 	}, presence.Count, time.Now)
 	if err != nil {
 		return err
@@ -133,7 +148,7 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	// A node that dies stops counting within the lease (15 s); its live
 	// streams' slots are renewed every lease/3.
 	slots, err := ratelimit.NewStreams(rdb, ratelimit.StreamsConfig{
-		Limit: 10, Lease: 15 * time.Second, Prefix: cfg.RedisPrefix, Timeout: readerCfg.RedisTimeout,
+		Limit: 10, Lease: 15 * time.Second, Prefix: cfg.RedisPrefix, Timeout: ratelimit.DefaultTimeout,
 	}, presence.Count)
 	if err != nil {
 		return err

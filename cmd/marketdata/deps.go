@@ -96,8 +96,11 @@ func openStore(ctx context.Context, name, dsn string) (st *store.Store, close fu
 }
 
 // openPool opens a store on dsn without dialling (see store.Open).
-func openPool(name, dsn string) (*store.Store, func(), error) {
-	pool, err := store.Open(dsn)
+func openPool(name, dsn string) (*store.Store, func(), error) { return openPoolSized(name, dsn, 0) }
+
+// openPoolSized is openPool with at most maxConns connections.
+func openPoolSized(name, dsn string, maxConns int32) (*store.Store, func(), error) {
+	pool, err := store.OpenSized(dsn, maxConns)
 	if err != nil {
 		return nil, nil, &configError{name, err.Error()}
 	}

@@ -1,0 +1,250 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/marketdata/marketdata/internal/notice"
+)
+
+// replica is the node's copy of every price item Redis holds, kept in place
+// by the change notices, which carry the items their writers wrote
+// (notice.Change.Prices): the snapshot route and the streams read it with
+// no round trip. It is loaded from Redis when the node starts and again
+// whenever notices may have been missed (a lost change number, a flush, a
+// NATS reconnect), and answers only while it is whole (ready): otherwise
+// reads take the Reader's other layers (memory, Redis, the store).
+//
+// An item is replaced only by a higher revision (Gen), so notices and the
+// load may arrive in any order. A notice that names a market without
+// carrying its item (a writer that does not carry them) removes the item:
+// reads of it go to Redis until refresh brings it back.
+type replica struct {
+	seed   maphash.Seed
+	shards [replicaShards]replicaShard
+	// ready: the replica is whole and follows the notices.
+	ready atomic.Bool
+	// epoch moves whenever the replica stops being whole (invalidate): a
+	// load that began before it does not make the replica ready. stateMu
+	// orders the two.
+	stateMu sync.Mutex
+	epoch   uint64
+	items   atomic.Int64
+	bytes   atomic.Int64
+}
+
+// replicaShards spreads the replica's locks: a notice of many markets and
+// the reads of many requests rarely meet on one.
+const replicaShards = 64
+
+type replicaShard struct {
+	mu sync.RWMutex
+	m  map[string]replicaItem
+}
+
+// replicaItem is one market's price item as Redis holds it.
+type replicaItem struct {
+	gen, seq int64
+	served   bool
+	body     []byte
+}
+
+// replicaItemOverhead approximates what an item costs besides its id and
+// body (the map's slot, the struct): for the bytes gauge only.
+const replicaItemOverhead = 80
+
+func newReplica() *replica {
+	rp := &replica{seed: maphash.MakeSeed()}
+	for i := range rp.shards {
+		rp.shards[i].m = map[string]replicaItem{}
+	}
+	return rp
+}
+
+func (rp *replica) shard(id string) *replicaShard {
+	return &rp.shards[maphash.String(rp.seed, id)%replicaShards]
+}
+
+// get returns the item of id, if the replica holds one.
+func (rp *replica) get(id string) (replicaItem, bool) {
+	s := rp.shard(id)
+	s.mu.RLock()
+	it, ok := s.m[id]
+	s.mu.RUnlock()
+	return it, ok
+}
+
+// put stores it for id unless the replica holds the same or a higher
+// revision, and reports whether it stored it.
+func (rp *replica) put(id string, it replicaItem) bool {
+	s := rp.shard(id)
+	s.mu.Lock()
+	cur, ok := s.m[id]
+	if ok && cur.gen >= it.gen {
+		s.mu.Unlock()
+		return false
+	}
+	if !ok {
+		id = strings.Clone(id)
+	}
+	s.m[id] = it
+	s.mu.Unlock()
+	if ok {
+		rp.bytes.Add(int64(len(it.body) - len(cur.body)))
+	} else {
+		rp.items.Add(1)
+		rp.bytes.Add(int64(replicaItemOverhead + len(id) + len(it.body)))
+	}
+	return true
+}
+
+// remove drops the items of ids.
+func (rp *replica) remove(ids []string) {
+	for _, id := range ids {
+		s := rp.shard(id)
+		s.mu.Lock()
+		cur, ok := s.m[id]
+		delete(s.m, id)
+		s.mu.Unlock()
+		if ok {
+			rp.items.Add(-1)
+			rp.bytes.Add(-int64(replicaItemOverhead + len(id) + len(cur.body)))
+		}
+	}
+}
+
+// clear drops every item.
+func (rp *replica) clear() {
+	for i := range rp.shards {
+		s := &rp.shards[i]
+		s.mu.Lock()
+		s.m = map[string]replicaItem{}
+		s.mu.Unlock()
+	}
+	rp.items.Store(0)
+	rp.bytes.Store(0)
+}
+
+// invalidate says the replica may have missed notices: it stops answering
+// until a load makes it whole again.
+func (rp *replica) invalidate() {
+	rp.stateMu.Lock()
+	rp.epoch++
+	rp.ready.Store(false)
+	rp.stateMu.Unlock()
+}
+
+// begin returns the epoch a load starts in.
+func (rp *replica) begin() uint64 {
+	rp.stateMu.Lock()
+	defer rp.stateMu.Unlock()
+	return rp.epoch
+}
+
+// finish makes the replica ready if nothing invalidated it since the load
+// that began in epoch, and reports whether it did.
+func (rp *replica) finish(epoch uint64) bool {
+	rp.stateMu.Lock()
+	defer rp.stateMu.Unlock()
+	if rp.epoch != epoch {
+		return false
+	}
+	rp.ready.Store(true)
+	return true
+}
+
+// apply takes a change notice's items (after the notice's number was taken
+// and before it is recorded as applied: see Reader.Notice). It returns the
+// markets the notice names without their items, which it removed: the
+// caller reads them again from Redis.
+func (rp *replica) apply(n notice.Change) (missing []string) {
+	for _, p := range n.Prices {
+		rp.put(p.ID, replicaItem{gen: p.Gen, seq: n.Seq, served: p.Served, body: p.Body})
+	}
+	if len(n.Prices) == len(n.Markets) {
+		return nil
+	}
+	carried := make(map[string]struct{}, len(n.Prices))
+	for _, p := range n.Prices {
+		carried[p.ID] = struct{}{}
+	}
+	for _, id := range n.Markets {
+		if _, ok := carried[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	rp.remove(missing)
+	return missing
+}
+
+// replicaLoadBatch is how many items one pipeline of a load reads.
+const replicaLoadBatch = 1000
+
+// load reads every price item Redis holds into the replica (merged by
+// revision with what notices bring meanwhile) and returns how many.
+func (c *Cache) loadReplica(ctx context.Context, rp *replica) (int, error) {
+	prefix := c.prefix + "{m:"
+	var ids []string
+	err := c.forEachKey(ctx, escapeGlob(prefix)+"*", func(key string) error {
+		// P{m:<id>} is a price item; P{m:<id>}:t a trade list.
+		if strings.HasSuffix(key, "}") && strings.HasPrefix(key, prefix) {
+			ids = append(ids, key[len(prefix):len(key)-1])
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cache: list price items: %w", err)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(4)
+	for start := 0; start < len(ids); start += replicaLoadBatch {
+		chunk := ids[start:min(start+replicaLoadBatch, len(ids))]
+		g.Go(func() error {
+			p := c.rdb.Pipeline()
+			cmds := make([]*redis.SliceCmd, len(chunk))
+			for i, id := range chunk {
+				cmds[i] = c.QueueMarket(p, id)
+			}
+			if _, err := p.Exec(gctx); err != nil {
+				return fmt.Errorf("cache: read price items: %w", err)
+			}
+			for i, cmd := range cmds {
+				vals, err := cmd.Result()
+				if err != nil || len(vals) != 4 {
+					return fmt.Errorf("cache: read price item %s: %w", chunk[i], err)
+				}
+				m := marketEntry(vals)
+				if !m.Found {
+					continue // gone since the scan
+				}
+				rp.put(chunk[i], replicaItem{gen: m.Gen, seq: m.Seq, served: m.Served, body: m.Body})
+			}
+			return nil
+		})
+	}
+	return len(ids), g.Wait()
+}
+
+// escapeGlob escapes the characters SCAN's MATCH treats specially.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// replicaRetry spaces failed loads of the replica.
+const replicaRetry = 500 * time.Millisecond
