@@ -51,11 +51,16 @@ func (w *readerWorld) pollEvery() time.Duration {
 
 const readerWait = 500 * time.Millisecond
 
-func newReaderWorld(t *testing.T) *readerWorld {
+func newReaderWorld(t *testing.T) *readerWorld { return newReaderWorldWith(t, false, 0) }
+
+// newReaderWorldWith is newReaderWorld with the price replica on or off and
+// the Reader's background poll every poll (0: an hour).
+func newReaderWorldWith(t *testing.T, replica bool, poll time.Duration) *readerWorld {
 	t.Helper()
 	c, rdb, prefix := newCache(t)
 	w := &readerWorld{t: t, c: c, rdb: rdb, st: newStore(t), reg: prometheus.NewRegistry(),
-		now: time.Unix(1e9, 0), sent: make(chan notice.Change, 16), price: map[string]int64{}, seqKey: prefix + "{n}:seq"}
+		now: time.Unix(1e9, 0), sent: make(chan notice.Change, 16), price: map[string]int64{}, seqKey: prefix + "{n}:seq",
+		replica: replica, poll: poll}
 	// A counter started an hour ago, as a deployment's is: a counter that
 	// restarts (seq.go) then jumps by an hour of microseconds.
 	if err := rdb.Set(context.Background(), w.seqKey, time.Now().Add(-time.Hour).UnixMicro(), 0).Err(); err != nil {
