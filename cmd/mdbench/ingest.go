@@ -96,6 +96,9 @@ func runIngestBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 	if err := ingest.EnsureStreams(ctx, sb.JS, sb.Ingest, log); err != nil {
 		return nil, err
 	}
+	if err := sb.MonitorPostgres(ctx); err != nil {
+		return nil, err
+	}
 	pub, err := NewPublisher(sb.NC, p.Window)
 	if err != nil {
 		return nil, err
@@ -111,7 +114,7 @@ func runIngestBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 	log.Info("seed published", "messages", len(seed))
 	res.ChildLog = filepath.Join(o.Out, "ingest-child.log")
 	child, err := StartChild(ctx, o.Bin, ingestArgs(sb.Ingest), []string{
-		"MD_DATABASE_URL=" + dsn, "MD_REDIS_URL=" + o.RedisURL, "MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
+		"MD_DATABASE_URL=" + withAppName(dsn, "ingest"), "MD_REDIS_URL=" + o.RedisURL, "MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
 	}, res.ChildLog)
 	if err != nil {
 		return nil, fmt.Errorf("start ingest: %w", err)
@@ -162,7 +165,7 @@ func startIngestChild(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath
 		return nil, err
 	}
 	child, err := StartChild(ctx, o.Bin, ingestArgs(sb.Ingest), []string{
-		"MD_DATABASE_URL=" + dsn, "MD_REDIS_URL=" + o.RedisURL, "MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
+		"MD_DATABASE_URL=" + withAppName(dsn, "ingest"), "MD_REDIS_URL=" + o.RedisURL, "MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
 	}, logPath)
 	if err != nil {
 		return nil, fmt.Errorf("start ingest: %w", err)
@@ -242,16 +245,20 @@ func checkServed(ctx context.Context, c *cache.Cache, ids []string) error {
 type phaseStart struct {
 	metrics Scrape
 	cpu     CPUSample
+	pg      pgPhase
 }
 
-func startPhase(ctx context.Context, child *Child) (phaseStart, error) {
+// startPhase starts measuring ingest's phase; pg, when not nil, attributes
+// Postgres CPU to the run's own backends.
+func startPhase(ctx context.Context, child *Child, pg *PGMonitor) (phaseStart, error) {
 	m, err := child.Metrics(ctx)
-	return phaseStart{metrics: m, cpu: SampleCPU(child.Pid())}, err
+	return phaseStart{metrics: m, cpu: SampleCPU(child.Pid()), pg: pgStart(ctx, pg)}, err
 }
 
 // end measures the phase since ps: CPU, and the ingest metrics' changes.
 func (ps phaseStart) end(ctx context.Context, child *Child) (IngestSide, error) {
 	cpu := SampleCPU(child.Pid()).UsageSince(ps.cpu)
+	pg := ps.pg.end(ctx)
 	m, err := child.Metrics(ctx)
 	if err != nil {
 		return IngestSide{}, err
@@ -270,6 +277,9 @@ func (ps phaseStart) end(ctx context.Context, child *Child) (IngestSide, error) 
 	}
 	for _, stage := range []string{"postgres", "redis", "rejects"} {
 		side.Failures += d[`marketdata_ingest_failures_total{stage="`+stage+`"}`]
+	}
+	if side.PG = pg; pg != nil && side.Applied > 0 {
+		side.PGPerAppliedUS = round2(1e6 * pg.Seconds["ingest"] / side.Applied)
 	}
 	return side, nil
 }

@@ -48,6 +48,10 @@ type IngestSide struct {
 	Failures  float64     `json:"failures"`
 	Freshness HistSummary `json:"metric_freshness"`
 	BatchTime HistSummary `json:"metric_batch_time"`
+	// PG is the Postgres CPU of the run's own backends (by child) over the
+	// phase; PGPerAppliedUS is ingest's backends' µs per applied price.
+	PG             *PGCPU  `json:"postgres_cpu,omitempty"`
+	PGPerAppliedUS float64 `json:"postgres_cpu_per_applied_update_us"`
 }
 
 // EndToEndResult is the unpaced phase.
@@ -117,6 +121,10 @@ func (r *IngestResult) Print() {
 			s.Freshness.P50MS, s.Freshness.P99MS, s.BatchTime.P50MS, s.BatchTime.P99MS, s.BatchTime.MeanMS,
 			s.Batches, s.MeanBatch, s.Applied, s.Ignored, s.Failures))
 		row("cpu "+ph.name, fmt.Sprintf("%s; machine busy %.0f%%", cores(s.CPU.Cores), s.CPU.MachineBusy))
+		if s.PG != nil {
+			row("postgres "+ph.name, fmt.Sprintf("Postgres CPU per applied update %.1f µs (goal ≤ %.0f; ingest's backends %.2f s over %.0f applied); this run's backends: %s",
+				s.PGPerAppliedUS, goalPGPerAppliedUS, s.PG.Seconds["ingest"], s.Applied, s.PG))
+		}
 	}
 	tw.print()
 	verdict := "all goals met"

@@ -179,12 +179,15 @@ func runStreamBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 	res.ChildLogs["api"] = filepath.Join(o.Out, "stream-api.log")
 	// The node's connection cap fits the load with room, under the
 	// open-file limit (the default 20,000 is the whole of it).
-	node, err := startAPIChild(ctx, o, sb, dsn, res.ChildLogs["api"], fmt.Sprintf("MD_MAX_CONNS=%d", p.MaxConns))
+	node, err := startAPIChild(ctx, o, sb, withAppName(dsn, "api"), res.ChildLogs["api"], fmt.Sprintf("MD_MAX_CONNS=%d", p.MaxConns))
 	if err != nil {
 		return nil, err
 	}
 	defer stopNode(node, log)
 	node.Secret = secrets[p.Accounts]
+	if err := sb.MonitorPostgres(ctx); err != nil {
+		return nil, err
+	}
 	log.Info("stream: processes ready", "ingest", ing.Pid(), "api", node.Pid())
 
 	e, err := newStreamEnv(ctx, o, sb, w, ing, node, p, secrets[:p.Accounts], began)

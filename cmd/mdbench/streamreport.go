@@ -73,6 +73,10 @@ type StreamPhaseResult struct {
 	CPU            CPUUsage `json:"cpu"`
 	NodeRSSMB      float64  `json:"node_rss_mb_end"`
 	IngestBacklog  uint64   `json:"ingest_backlog_at_end"`
+	// Reads are the node's data reads by resource and layer over the
+	// phase (marketdata_reads_total); StoreReads those Postgres answered.
+	Reads      Reads   `json:"reads_by_layer"`
+	StoreReads float64 `json:"postgres_reads"`
 }
 
 // StreamMemory is the idle-connection measurement: the node before the
@@ -246,6 +250,9 @@ func (r *StreamResult) Print() {
 		rd.CPUWithout.Cores["api"], rd.CPUWith.Cores["api"], rd.PerCoreRatio)
 	fmt.Printf("streams during the reads: %.0f deliveries/s, e2e p99 %.2f ms, fan-out p99 %.2f ms\n",
 		rd.During.DeliveriesPerS, rd.During.E2E.P99MS, rd.During.Fanout.P99MS)
+	fmt.Printf("POSTGRES READS BY THE API NODE: steady %.0f, with the snapshot reads %.0f (goal 0)\n", s.StoreReads, rd.During.StoreReads)
+	fmt.Printf("reads by layer, steady: %s\n", s.Reads)
+	fmt.Printf("reads by layer, with the snapshot reads: %s\n", rd.During.Reads)
 	f := r.Faults
 	fmt.Printf("faults: lost %d, backwards %d, seq gaps %d, prices not subscribed %d, missing in acks %d, never-published versions %d, error messages %d, unreadable %d, disconnected %d; repeated versions %d (allowed); settled in %.1f s\n",
 		f.Lost, f.Backwards, f.SeqGaps, f.Unsubscribed, f.Missing, f.Unknown, f.Errors, f.Unreadable, f.Disconnected, f.Repeats, r.SettleSeconds)
