@@ -77,7 +77,7 @@ var benches = []Bench{
 	{Name: "poll", Help: "1,000 pollers' own snapshot watchlists (Zipf) with If-None-Match over two API nodes while 5,000 prices/s flow through NATS: rate vs bare, p99, 304s, staleness, version regressions",
 		Timeout: 6 * time.Minute, Run: runPollBench},
 	{Name: "stream", Help: "one API node, 5,000 WebSocket streams × 20 of 2,000 hot markets while 1,000 prices/s flow through NATS: fan-out and end-to-end latency, CPU per delivery, memory per idle connection, lost updates, a subscriber ramp, snapshot reads with and without the streams",
-		Timeout: 8 * time.Minute, Run: runStreamBench},
+		Timeout: 15 * time.Minute, Run: runStreamBench},
 }
 
 // Failer is a result that ran but found a fault that must fail the run

@@ -53,7 +53,8 @@ type PollRound struct {
 	StoreReads      map[string]float64 `json:"postgres_reads_by_node"`
 	StoreReadsTotal float64            `json:"postgres_reads"`
 	// PG is the Postgres CPU of the run's own backends by child over the
-	// API run; PGPerAppliedUS is ingest's backends' µs per applied price.
+	// API run's measured part; PGPerAppliedUS is ingest's backends' µs
+	// per applied price over the whole API run (as IngestApplied).
 	PG             *PGCPU  `json:"postgres_cpu,omitempty"`
 	PGPerAppliedUS float64 `json:"postgres_cpu_per_applied_update_us"`
 }

@@ -44,6 +44,9 @@ func (e *roundEnv) round(ctx context.Context, pollers []*Poller, p PollParams) (
 	}
 	sent, began := e.pub.sent.Load(), time.Now()
 	rss := sampleRSS(e.nodes, pollRSSEvery)
+	// Ingest's Postgres CPU per applied update is over the whole run, as
+	// its applied count is.
+	pgRun := pgStart(ctx, e.pg)
 	cpu = SampleCPUNamed(e.children)
 	// Reads by layer and Postgres CPU are of the measured part: the
 	// warm-up is not the steady state.
@@ -59,6 +62,7 @@ func (e *roundEnv) round(ctx context.Context, pollers []*Poller, p PollParams) (
 		}})
 	round.CPUAPI = SampleCPUNamed(e.children).UsageSince(cpu)
 	round.PG = pg.end(ctx)
+	pgWhole := pgRun.end(ctx)
 	round.MaxRSSMB = rss()
 	if err != nil {
 		return round, fmt.Errorf("api: %w", err)
@@ -86,8 +90,8 @@ func (e *roundEnv) round(ctx context.Context, pollers []*Poller, p PollParams) (
 	d := after.Sub(before)
 	applied := d[`marketdata_ingest_messages_total{kind="price",outcome="applied"}`]
 	round.IngestApplied = round2(applied / el)
-	if round.PG != nil && applied > 0 {
-		round.PGPerAppliedUS = round2(1e6 * round.PG.Seconds["ingest"] / applied)
+	if pgWhole != nil && applied > 0 {
+		round.PGPerAppliedUS = round2(1e6 * pgWhole.Seconds["ingest"] / applied)
 	}
 	round.IngestFreshness = d.SecondsHistogram("marketdata_ingest_freshness_seconds")
 	if round.IngestBacklog, err = ingestBacklog(ctx, e.sb); err != nil {
