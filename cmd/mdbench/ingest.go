@@ -152,7 +152,9 @@ func runIngestBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 		FreshnessP99GoalMS: goalFreshnessP99, FreshnessP99Met: res.Freshness.P99MS <= goalFreshnessP99,
 		RateGoal: goalRateTolerance * p.Rate, RateMet: res.Freshness.AchievedRate >= goalRateTolerance*p.Rate,
 	}
-	res.Goals.AllMet = res.Goals.RatioMet && res.Goals.FreshnessP99Met && res.Goals.RateMet
+	res.Goals.PGPerAppliedGoalUS = goalPGPerAppliedUS
+	res.Goals.PGPerAppliedMet = res.EndToEnd.Ingest.PG != nil && res.EndToEnd.Ingest.PGPerAppliedUS <= goalPGPerAppliedUS
+	res.Goals.AllMet = res.Goals.RatioMet && res.Goals.FreshnessP99Met && res.Goals.RateMet && res.Goals.PGPerAppliedMet
 	res.Print()
 	return res, nil
 }

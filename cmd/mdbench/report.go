@@ -82,6 +82,10 @@ type Goals struct {
 	FreshnessP99Met    bool    `json:"freshness_p99_met"`
 	RateGoal           float64 `json:"publish_rate_goal_per_s"`
 	RateMet            bool    `json:"publish_rate_met"`
+	// PGPerApplied is the end-to-end phase's Postgres CPU (ingest's own
+	// backends) per applied update (issue 18).
+	PGPerAppliedGoalUS float64 `json:"postgres_cpu_per_applied_update_goal_us"`
+	PGPerAppliedMet    bool    `json:"postgres_cpu_per_applied_update_met"`
 	AllMet             bool    `json:"all_met"`
 }
 
@@ -112,6 +116,8 @@ func (r *IngestResult) Print() {
 	row("", fmt.Sprintf("p50 %.1f ms  p90 %.1f ms  p99 %.1f ms  max %.1f ms  mean %.1f ms  (n=%d, unmeasured %d, notices %d)",
 		f.P50MS, f.P90MS, f.P99MS, f.MaxMS, f.MeanMS, f.Count, f.Unmeasured, f.Notices))
 	row("", fmt.Sprintf("p99 goal ≤ %.0f ms", r.Goals.FreshnessP99GoalMS), met(r.Goals.FreshnessP99Met))
+	row("postgres", fmt.Sprintf("CPU of ingest's own backends per applied update, end-to-end: %.1f µs (goal ≤ %.0f µs)",
+		e.Ingest.PGPerAppliedUS, r.Goals.PGPerAppliedGoalUS), met(r.Goals.PGPerAppliedMet))
 	for _, ph := range []struct {
 		name string
 		s    IngestSide

@@ -119,6 +119,14 @@ func (l anchorLoadResult) run(name string, subs int, rate float64, file string) 
 	return r
 }
 
+// ExpectedPerS is the deliveries a second the window's publications make.
+func (r AnchorRun) ExpectedPerS() float64 {
+	if r.Seconds <= 0 {
+		return 0
+	}
+	return round2(float64(r.Expected) / r.Seconds)
+}
+
 func usMS(us uint64) float64 { return round2(float64(us) / 1000) }
 
 // findRepoRoot is the directory holding this module's go.mod, searched
