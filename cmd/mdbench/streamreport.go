@@ -316,8 +316,8 @@ func (r *StreamResult) Print() {
 	fmt.Printf("fan-out (steady): %d deliveries before the load tool had their notice (0 ms), %d with no notice after their publish; notices %d (%d unknown markets, %d undecodable)\n",
 		s.Fanout.BeforeNotice, s.Fanout.NoNotice, r.Notices, r.NoticeUnknown, r.NoticeBad)
 	pb, ig := r.Publish, r.Ingest
-	fmt.Printf("publisher: %d updates in %.1f s of publishing (%.0f/s, target %.0f/s); ingest: %.0f applied, %.0f ignored, %.0f failures, freshness p50 %.1f / p99 %.1f ms\n",
-		pb.Sent, pb.Seconds, pb.Rate, pb.Target, ig.Applied, ig.Ignored, ig.Failures, ig.Freshness.P50MS, ig.Freshness.P99MS)
+	fmt.Printf("publisher: %d updates in %.1f s of publishing (%.0f/s, target %.0f/s); ingest: %.0f applied, %.0f ignored, %.0f failures, freshness p50 %.1f / p99 %.1f ms; Postgres CPU per applied update %.1f µs (this run's backends: %s)\n",
+		pb.Sent, pb.Seconds, pb.Rate, pb.Target, ig.Applied, ig.Ignored, ig.Failures, ig.Freshness.P50MS, ig.Freshness.P99MS, ig.PGPerAppliedUS, ig.PG)
 	for _, name := range slices.Sorted(maps.Keys(r.ChildWarnings)) {
 		w := r.ChildWarnings[name]
 		for _, msg := range slices.Sorted(maps.Keys(w)) {
