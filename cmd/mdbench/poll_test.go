@@ -71,6 +71,8 @@ type fakeRun struct {
 	stale       StalenessStats
 	regressions int64
 	kept        []Regression
+	answer      AnswerStalenessStats
+	cadence     CadenceStats
 }
 
 func runFake(t *testing.T, delayA, delayB time.Duration, rate float64) fakeRun {
@@ -134,8 +136,9 @@ func runFake(t *testing.T, delayA, delayB time.Duration, rate float64) fakeRun {
 	var r fakeRun
 	r.run = run
 	r.stale, r.regressions, r.kept = acct.result(unseen, grace)
-	t.Logf("polls %d (304: %.0f%%, errors %d, per node %v), staleness %+v, regressions %d",
-		run.Polls, 100*run.Frac304, run.Errors, run.PerNode, r.stale, r.regressions)
+	r.answer, r.cadence = acct.answerResult()
+	t.Logf("polls %d (304: %.0f%%, errors %d, per node %v), staleness %+v, regressions %d, answer staleness %+v, cadence %+v",
+		run.Polls, 100*run.Frac304, run.Errors, run.PerNode, r.stale, r.regressions, r.answer, r.cadence)
 	return r
 }
 
@@ -197,6 +200,14 @@ func TestPollCountsUnseenPairs(t *testing.T) {
 	}
 	if r.run.Frac304 < 0.5 {
 		t.Errorf("304 fraction %.2f: a node that never changes should answer mostly 304", r.run.Frac304)
+	}
+	// Every measured answer, 304s included, has a staleness for each of
+	// its 20 markets; a node showing version 1 forever is stale.
+	if want := 20 * r.run.Polls; r.answer.Pairs != want || r.answer.Stale == 0 {
+		t.Errorf("answer staleness over %d pairs (%d stale); want %d pairs, some stale", r.answer.Pairs, r.answer.Stale, want)
+	}
+	if r.cadence.Count == 0 {
+		t.Error("no poll cadence measured")
 	}
 }
 
