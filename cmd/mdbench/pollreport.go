@@ -134,7 +134,8 @@ type PollResult struct {
 // speed goal missed on a shared machine.
 func (r *PollResult) Failure() error {
 	if s := r.Summary; s.Regressions > 0 || s.Errors > 0 {
-		return fmt.Errorf("%d version regressions and %d failed polls (goal 0 each)", s.Regressions, s.Errors)
+		return fmt.Errorf("%d version regressions (per round %v) and %d failed polls (per round %v); goal 0 each in every round",
+			s.Regressions, s.RoundRegressions, s.Errors, s.RoundErrors)
 	}
 	return nil
 }
