@@ -84,6 +84,9 @@ func runIngestBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 	rows := w.Prices(e2eRound)
 
 	// 1. The raw baseline, first, while nothing else of ours runs.
+	if err := sb.MonitorPostgres(ctx); err != nil {
+		return nil, err
+	}
 	if res.Raw, err = rawBaseline(ctx, sb, rows, p.BatchSize, log); err != nil {
 		return nil, fmt.Errorf("raw baseline: %w", err)
 	}
@@ -94,9 +97,6 @@ func runIngestBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 		return nil, err
 	}
 	if err := ingest.EnsureStreams(ctx, sb.JS, sb.Ingest, log); err != nil {
-		return nil, err
-	}
-	if err := sb.MonitorPostgres(ctx); err != nil {
 		return nil, err
 	}
 	pub, err := NewPublisher(sb.NC, p.Window)
@@ -191,7 +191,7 @@ func rawBaseline(ctx context.Context, sb *Sandbox, rows []store.Price, batch int
 	if err != nil {
 		return RawResult{}, err
 	}
-	pool, err := store.Connect(ctx, dsn)
+	pool, err := store.Connect(ctx, withAppName(dsn, "raw"))
 	if err != nil {
 		return RawResult{}, err
 	}
@@ -208,6 +208,7 @@ func rawBaseline(ctx context.Context, sb *Sandbox, rows []store.Price, batch int
 		want += len(b.Prices)
 	}
 	log.Info("raw baseline", "rows", len(rows), "batch_size", batch)
+	pg := pgStart(ctx, sb.PG)
 	start, applied := time.Now(), 0
 	for _, b := range batches {
 		n, err := st.UpsertPrices(ctx, b)
@@ -217,11 +218,15 @@ func rawBaseline(ctx context.Context, sb *Sandbox, rows []store.Price, batch int
 		applied += n
 	}
 	el := time.Since(start)
+	pgCPU := pg.end(ctx)
 	if applied != want {
 		return RawResult{}, fmt.Errorf("%d of %d rows applied", applied, want)
 	}
 	r := RawResult{Rows: len(rows), Batches: len(batches), BatchSize: batch, Seconds: round2(el.Seconds()),
 		RowsPerS: round2(float64(len(rows)) / el.Seconds())}
+	if pgCPU != nil && applied > 0 {
+		r.PGPerRowUS = round2(1e6 * pgCPU.Seconds["raw"] / float64(applied))
+	}
 	log.Info("raw baseline done", "seconds", r.Seconds, "rows_per_s", r.RowsPerS)
 	return r, nil
 }

@@ -36,6 +36,9 @@ type RawResult struct {
 	BatchSize int     `json:"batch_size"`
 	Seconds   float64 `json:"seconds"`
 	RowsPerS  float64 `json:"rows_per_s"`
+	// PGPerRowUS is its Postgres backend's CPU per row applied: what the
+	// store's upsert costs Postgres, beside ingest's per applied update.
+	PGPerRowUS float64 `json:"postgres_cpu_per_row_us"`
 }
 
 // IngestSide is what the ingest process reported and used during a phase.
@@ -106,7 +109,7 @@ func (r *IngestResult) Print() {
 	e, f := r.EndToEnd, r.Freshness
 	row("seed", fmt.Sprintf("%d events × %d markets (%d messages) published and drained in %.2f s",
 		r.Seed.Events, p.PerEvent, r.Seed.Messages, r.Seed.Seconds))
-	row("raw upsert", fmt.Sprintf("%d rows, %d batches of %d, one goroutine: %.2f s", r.Raw.Rows, r.Raw.Batches, r.Raw.BatchSize, r.Raw.Seconds),
+	row("raw upsert", fmt.Sprintf("%d rows, %d batches of %d, one goroutine: %.2f s; Postgres CPU %.1f µs a row", r.Raw.Rows, r.Raw.Batches, r.Raw.BatchSize, r.Raw.Seconds, r.Raw.PGPerRowUS),
 		fmt.Sprintf("%.0f rows/s", r.Raw.RowsPerS))
 	row("end-to-end", fmt.Sprintf("%d updates published in %.2f s (%.0f/s); all visible in Redis after %.2f s",
 		e.Updates, e.PublishSeconds, e.PublishRate, e.Seconds), fmt.Sprintf("%.0f updates/s", e.UpdatesPerS))
