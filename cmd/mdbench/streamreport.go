@@ -252,7 +252,7 @@ func (r *StreamResult) Print() {
 	}
 	anchorDeliv := "—"
 	if ar.Steady != nil {
-		anchorDeliv = fmt.Sprintf("%.0f (%.0f)", ar.Steady.DeliveriesPerS, ar.Steady.ExpectedPerS())
+		anchorDeliv = fmt.Sprintf("%.0f (%.0f; publisher %.0f of %.0f/s)", ar.Steady.DeliveriesPerS, ar.Steady.ExpectedPerS(), ar.Steady.PubRate, ar.Steady.Rate)
 	}
 	tw := newTable()
 	tw.rowf("figure\tours\t%s\tgoal\t\n", anchorCol)
@@ -271,10 +271,10 @@ func (r *StreamResult) Print() {
 	if ar.Steady != nil {
 		fmt.Printf("\nanchor ramp at %.0f publications/s (fresh anchor a step, %gs warm-up + %gs measured)\n", p.Rate, p.StepWarmupS, p.StepS)
 		tw = newTable()
-		tw.rowf("%s\n", "run\tsubs/conn\tdeliveries/s (expected)\tpublish → client p50/p99/max ms\tfrom due p99 ms\tserver µs/delivery\tcores server/load tool\tKiB/conn\tlost\tp99 ≤ 250 ms")
+		tw.rowf("%s\n", "run\tsubs/conn\tpublications/s\tdeliveries/s (expected)\tpublish → client p50/p99/max ms\tfrom due p99 ms\tserver µs/delivery\tcores server/load tool\tKiB/conn\tlost\tp99 ≤ 250 ms")
 		for _, x := range append([]AnchorRun{*ar.Steady}, ar.Ramp...) {
-			tw.rowf("%s\t%d\t%.0f (%.0f)\t%.2f / %.2f / %.2f\t%.2f\t%.2f\t%.2f/%.2f\t%.1f\t%d\t%s\n",
-				x.Name, x.SubsPerConn, x.DeliveriesPerS, x.ExpectedPerS(), x.P50MS, x.P99MS, x.MaxMS, x.FromDueP99MS, x.CPUPerDelivUS,
+			tw.rowf("%s\t%d\t%.0f of %.0f\t%.0f (%.0f)\t%.2f / %.2f / %.2f\t%.2f\t%.2f\t%.2f/%.2f\t%.1f\t%d\t%s\n",
+				x.Name, x.SubsPerConn, x.PubRate, x.Rate, x.DeliveriesPerS, x.ExpectedPerS(), x.P50MS, x.P99MS, x.MaxMS, x.FromDueP99MS, x.CPUPerDelivUS,
 				x.ServerCores, x.LoadCores, x.PerConnKiB, x.Lost, yesNo(x.P99MS <= goalRampP99MS))
 		}
 		tw.print()
