@@ -87,18 +87,11 @@ func SampleCPUNamed(children map[int]string) CPUSample {
 		if err != nil {
 			continue // exited meanwhile
 		}
-		lp, rp := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
-		if lp < 0 || rp < lp {
+		comm, ticks, err := parseStatTicks(b)
+		if err != nil {
 			continue
 		}
-		f := strings.Fields(string(b[rp+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		// Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the comm.
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		s.seconds[groupOf(p, string(b[lp+1:rp]), children)] += (ut + st) / clockTicks
+		s.seconds[groupOf(p, comm, children)] += float64(ticks) / clockTicks
 	}
 	return s
 }

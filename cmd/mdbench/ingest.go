@@ -84,6 +84,9 @@ func runIngestBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 	rows := w.Prices(e2eRound)
 
 	// 1. The raw baseline, first, while nothing else of ours runs.
+	if err := sb.MonitorPostgres(ctx); err != nil {
+		return nil, err
+	}
 	if res.Raw, err = rawBaseline(ctx, sb, rows, p.BatchSize, log); err != nil {
 		return nil, fmt.Errorf("raw baseline: %w", err)
 	}
@@ -111,7 +114,7 @@ func runIngestBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 	log.Info("seed published", "messages", len(seed))
 	res.ChildLog = filepath.Join(o.Out, "ingest-child.log")
 	child, err := StartChild(ctx, o.Bin, ingestArgs(sb.Ingest), []string{
-		"MD_DATABASE_URL=" + dsn, "MD_REDIS_URL=" + o.RedisURL, "MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
+		"MD_DATABASE_URL=" + withAppName(dsn, "ingest"), "MD_REDIS_URL=" + o.RedisURL, "MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
 	}, res.ChildLog)
 	if err != nil {
 		return nil, fmt.Errorf("start ingest: %w", err)
@@ -149,7 +152,9 @@ func runIngestBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 		FreshnessP99GoalMS: goalFreshnessP99, FreshnessP99Met: res.Freshness.P99MS <= goalFreshnessP99,
 		RateGoal: goalRateTolerance * p.Rate, RateMet: res.Freshness.AchievedRate >= goalRateTolerance*p.Rate,
 	}
-	res.Goals.AllMet = res.Goals.RatioMet && res.Goals.FreshnessP99Met && res.Goals.RateMet
+	res.Goals.PGPerAppliedGoalUS = goalPGPerAppliedUS
+	res.Goals.PGPerAppliedMet = res.EndToEnd.Ingest.PG != nil && res.EndToEnd.Ingest.PGPerAppliedUS <= goalPGPerAppliedUS
+	res.Goals.AllMet = res.Goals.RatioMet && res.Goals.FreshnessP99Met && res.Goals.RateMet && res.Goals.PGPerAppliedMet
 	res.Print()
 	return res, nil
 }
@@ -162,7 +167,7 @@ func startIngestChild(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath
 		return nil, err
 	}
 	child, err := StartChild(ctx, o.Bin, ingestArgs(sb.Ingest), []string{
-		"MD_DATABASE_URL=" + dsn, "MD_REDIS_URL=" + o.RedisURL, "MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
+		"MD_DATABASE_URL=" + withAppName(dsn, "ingest"), "MD_REDIS_URL=" + o.RedisURL, "MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
 	}, logPath)
 	if err != nil {
 		return nil, fmt.Errorf("start ingest: %w", err)
@@ -186,7 +191,7 @@ func rawBaseline(ctx context.Context, sb *Sandbox, rows []store.Price, batch int
 	if err != nil {
 		return RawResult{}, err
 	}
-	pool, err := store.Connect(ctx, dsn)
+	pool, err := store.Connect(ctx, withAppName(dsn, "raw"))
 	if err != nil {
 		return RawResult{}, err
 	}
@@ -203,6 +208,7 @@ func rawBaseline(ctx context.Context, sb *Sandbox, rows []store.Price, batch int
 		want += len(b.Prices)
 	}
 	log.Info("raw baseline", "rows", len(rows), "batch_size", batch)
+	pg := pgStart(ctx, sb.PG)
 	start, applied := time.Now(), 0
 	for _, b := range batches {
 		n, err := st.UpsertPrices(ctx, b)
@@ -212,11 +218,15 @@ func rawBaseline(ctx context.Context, sb *Sandbox, rows []store.Price, batch int
 		applied += n
 	}
 	el := time.Since(start)
+	pgCPU := pg.end(ctx)
 	if applied != want {
 		return RawResult{}, fmt.Errorf("%d of %d rows applied", applied, want)
 	}
 	r := RawResult{Rows: len(rows), Batches: len(batches), BatchSize: batch, Seconds: round2(el.Seconds()),
 		RowsPerS: round2(float64(len(rows)) / el.Seconds())}
+	if pgCPU != nil && applied > 0 {
+		r.PGPerRowUS = round2(1e6 * pgCPU.Seconds["raw"] / float64(applied))
+	}
 	log.Info("raw baseline done", "seconds", r.Seconds, "rows_per_s", r.RowsPerS)
 	return r, nil
 }
@@ -242,16 +252,20 @@ func checkServed(ctx context.Context, c *cache.Cache, ids []string) error {
 type phaseStart struct {
 	metrics Scrape
 	cpu     CPUSample
+	pg      pgPhase
 }
 
-func startPhase(ctx context.Context, child *Child) (phaseStart, error) {
+// startPhase starts measuring ingest's phase; pg, when not nil, attributes
+// Postgres CPU to the run's own backends.
+func startPhase(ctx context.Context, child *Child, pg *PGMonitor) (phaseStart, error) {
 	m, err := child.Metrics(ctx)
-	return phaseStart{metrics: m, cpu: SampleCPU(child.Pid())}, err
+	return phaseStart{metrics: m, cpu: SampleCPU(child.Pid()), pg: pgStart(ctx, pg)}, err
 }
 
 // end measures the phase since ps: CPU, and the ingest metrics' changes.
 func (ps phaseStart) end(ctx context.Context, child *Child) (IngestSide, error) {
 	cpu := SampleCPU(child.Pid()).UsageSince(ps.cpu)
+	pg := ps.pg.end(ctx)
 	m, err := child.Metrics(ctx)
 	if err != nil {
 		return IngestSide{}, err
@@ -270,6 +284,9 @@ func (ps phaseStart) end(ctx context.Context, child *Child) (IngestSide, error) 
 	}
 	for _, stage := range []string{"postgres", "redis", "rejects"} {
 		side.Failures += d[`marketdata_ingest_failures_total{stage="`+stage+`"}`]
+	}
+	if side.PG = pg; pg != nil && side.Applied > 0 {
+		side.PGPerAppliedUS = round2(1e6 * pg.Seconds["ingest"] / side.Applied)
 	}
 	return side, nil
 }

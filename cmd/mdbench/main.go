@@ -66,7 +66,7 @@ type Bench struct {
 // benches are all benchmarks, in the order a full run takes them. HTTP
 // benchmarks join this list.
 var benches = []Bench{
-	{Name: "ingest", Help: "NATS → ingest → Postgres → Redis: end-to-end rate vs raw upserts, freshness at 5,000/s",
+	{Name: "ingest", Help: "NATS → ingest → Postgres → Redis: end-to-end rate vs raw upserts, freshness at 5,000/s, Postgres CPU per applied update (ingest's own backends)",
 		Timeout: 3 * time.Minute, Run: runIngestBench},
 	{Name: "key", Help: "GET /public/v1/key through the full middleware vs a bare Fiber handler (64 connections)",
 		Timeout: 2 * time.Minute, Run: runKeyBench},
@@ -74,10 +74,10 @@ var benches = []Bench{
 		Timeout: 8 * time.Minute, Run: runReadsBench},
 	{Name: "idle", Help: "snapshot with and without 10,000 idle keep-alive connections open, the node at MD_MAX_CONNS; its RSS with them",
 		Timeout: 5 * time.Minute, Run: runIdleBench},
-	{Name: "poll", Help: "1,000 pollers' own snapshot watchlists (Zipf) with If-None-Match over two API nodes while 5,000 prices/s flow through NATS: rate vs bare, p99, 304s, staleness, version regressions",
+	{Name: "poll", Help: "1,000 pollers' own snapshot watchlists (Zipf) with If-None-Match over two API nodes while 5,000 prices/s flow through NATS: rate vs bare, p99, 304s, answer staleness and poll cadence, version regressions and failed polls per round, reads by layer (Postgres reads by the nodes), Postgres CPU of the run's own backends",
 		Timeout: 6 * time.Minute, Run: runPollBench},
-	{Name: "stream", Help: "one API node, 5,000 WebSocket streams × 20 of 2,000 hot markets while 1,000 prices/s flow through NATS: fan-out and end-to-end latency, CPU per delivery, memory per idle connection, lost updates, a subscriber ramp, snapshot reads with and without the streams",
-		Timeout: 8 * time.Minute, Run: runStreamBench},
+	{Name: "stream", Help: "one API node, 5,000 WebSocket streams × 20 of 2,000 hot markets while 1,000 prices/s flow through NATS: fan-out and end-to-end latency, CPU per delivery, memory per idle connection, lost updates, a subscriber ramp, snapshot reads with and without the streams, reads by layer; the streams anchor (../shared/anchors/streams) run in the same shape in the same run, side by side",
+		Timeout: 15 * time.Minute, Run: runStreamBench},
 }
 
 // Failer is a result that ran but found a fault that must fail the run

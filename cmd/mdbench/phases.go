@@ -14,7 +14,7 @@ import (
 // visible in Redis, polled every 50 ms.
 func endToEnd(ctx context.Context, sb *Sandbox, child *Child, pub *Publisher, c *cache.Cache, ids []string,
 	msgs []Outgoing, r Round, log *slog.Logger) (EndToEndResult, error) {
-	ps, err := startPhase(ctx, child)
+	ps, err := startPhase(ctx, child, sb.PG)
 	if err != nil {
 		return EndToEndResult{}, err
 	}
@@ -133,7 +133,7 @@ func freshness(ctx context.Context, sb *Sandbox, child *Child, pub *Publisher, c
 			stop()
 		}
 	}()
-	ps, err := startPhase(ctx, child)
+	ps, err := startPhase(ctx, child, sb.PG)
 	if err != nil {
 		return FreshnessResult{}, err
 	}

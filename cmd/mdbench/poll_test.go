@@ -71,6 +71,8 @@ type fakeRun struct {
 	stale       StalenessStats
 	regressions int64
 	kept        []Regression
+	answer      AnswerStalenessStats
+	cadence     CadenceStats
 }
 
 func runFake(t *testing.T, delayA, delayB time.Duration, rate float64) fakeRun {
@@ -134,8 +136,9 @@ func runFake(t *testing.T, delayA, delayB time.Duration, rate float64) fakeRun {
 	var r fakeRun
 	r.run = run
 	r.stale, r.regressions, r.kept = acct.result(unseen, grace)
-	t.Logf("polls %d (304: %.0f%%, errors %d, per node %v), staleness %+v, regressions %d",
-		run.Polls, 100*run.Frac304, run.Errors, run.PerNode, r.stale, r.regressions)
+	r.answer, r.cadence = acct.answerResult()
+	t.Logf("polls %d (304: %.0f%%, errors %d, per node %v), staleness %+v, regressions %d, answer staleness %+v, cadence %+v",
+		run.Polls, 100*run.Frac304, run.Errors, run.PerNode, r.stale, r.regressions, r.answer, r.cadence)
 	return r
 }
 
@@ -198,6 +201,14 @@ func TestPollCountsUnseenPairs(t *testing.T) {
 	if r.run.Frac304 < 0.5 {
 		t.Errorf("304 fraction %.2f: a node that never changes should answer mostly 304", r.run.Frac304)
 	}
+	// Every measured answer, 304s included, has a staleness for each of
+	// its 20 markets; a node showing version 1 forever is stale.
+	if want := 20 * r.run.Polls; r.answer.Pairs != want || r.answer.Stale == 0 {
+		t.Errorf("answer staleness over %d pairs (%d stale); want %d pairs, some stale", r.answer.Pairs, r.answer.Stale, want)
+	}
+	if r.cadence.Count == 0 {
+		t.Error("no poll cadence measured")
+	}
 }
 
 // A round whose staleness p99 is past the grace (its value is the grace)
@@ -218,8 +229,33 @@ func TestPollSummaryRanksBeyondGraceLast(t *testing.T) {
 		r.Rounds[i].Staleness = StalenessStats{P50MS: 1000, P99MS: 1000, Beyond: true, P50Beyond: true}
 	}
 	r.summarise()
-	if s := r.Summary; s.StaleP99MS != 1000 || !s.StaleBeyond || !s.Stale50Out || r.Goals[2].Met {
-		t.Fatalf("three rounds past the grace: p99 %v beyond %v, p50 beyond %v, goal met %v; want 1000, true, true, false",
-			s.StaleP99MS, s.StaleBeyond, s.Stale50Out, r.Goals[2].Met)
+	if s := r.Summary; s.StaleP99MS != 1000 || !s.StaleBeyond || !s.Stale50Out {
+		t.Fatalf("three rounds past the grace: p99 %v beyond %v, p50 beyond %v; want 1000, true, true",
+			s.StaleP99MS, s.StaleBeyond, s.Stale50Out)
+	}
+}
+
+// The staleness goal is on answer staleness (median of the rounds' p99),
+// and the correctness counts are kept per round.
+func TestPollSummaryAnswerStaleness(t *testing.T) {
+	r := &PollResult{Params: PollParams{GraceS: 1}}
+	for i, p99 := range []float64{40, 250, 90, 60, 30} {
+		rd := PollRound{Ratio: 1, Answer: AnswerStalenessStats{P50MS: 0, P99MS: p99, MaxMS: 2 * p99}}
+		rd.Regressions = int64(i % 2)
+		r.Rounds = append(r.Rounds, rd)
+	}
+	r.summarise()
+	s := r.Summary
+	if s.AnswerP99MS != 60 || s.AnswerMaxMS != 500 {
+		t.Errorf("answer staleness p99 %v max %v, want 60 and 500", s.AnswerP99MS, s.AnswerMaxMS)
+	}
+	if g := r.Goals[2]; !strings.Contains(g.Goal, "answer staleness") || !g.Met || g.Value != 60 {
+		t.Errorf("goal %+v, want answer staleness met at 60", g)
+	}
+	if got := s.RoundRegressions; len(got) != 5 || got[1] != 1 || got[2] != 0 || s.Regressions != 2 {
+		t.Errorf("regressions per round %v (sum %d), want [0 1 0 1 0] and 2", got, s.Regressions)
+	}
+	if r.Failure() == nil {
+		t.Error("regressions in two rounds did not fail the run")
 	}
 }

@@ -45,6 +45,12 @@ type connAccount struct {
 	kept        []Regression
 	// unknown counts versions shown that the schedule never published.
 	unknown int64
+	// answer is the answer staleness of each (answer, market) pair of the
+	// measured part, staleAnswers those above 0; cadence the time between
+	// a poller's requests (pollstale.go).
+	answer       durHist
+	staleAnswers int64
+	cadence      durHist
 }
 
 func newPollAccount(sched *updateSchedule, nodes []string, conns int) *pollAccount {

@@ -66,12 +66,13 @@ func pollFlags(fs *flag.FlagSet, p *PollParams) {
 	fs.Float64Var(&p.ZipfV, "poll.zipf-v", p.ZipfV, "poll: Zipf v of market popularity (≥ 1)")
 }
 
-// Goals of the issue for real polling.
+// Goals of issue 18 for real polling.
 const (
-	goalPollRatio        = 0.40
-	goalPollP99MS        = 15.0
-	goalPollStaleP99MS   = 100.0
-	goalPollRSSMB        = 300.0
+	goalPollRatio        = 0.50
+	goalPollP99MS        = 10.0
+	goalPollStaleP99MS   = 100.0 // answer staleness
+	goalPollRSSMB        = 400.0
+	goalPGPerAppliedUS   = 50.0
 	pollCaptureWorkers   = 8
 	pollKeyWorkers       = 8
 	pollRSSEvery         = 500 * time.Millisecond
@@ -141,6 +142,9 @@ func runPollBench(ctx context.Context, o *Options, log *slog.Logger) (any, error
 	if err != nil {
 		return nil, err
 	}
+	if err := sb.MonitorPostgres(ctx); err != nil {
+		return nil, err
+	}
 	log.Info("poll: processes ready", "ingest", ing.Pid(), "api-a", nodes[0].Pid(), "api-b", nodes[1].Pid())
 
 	lists := pop.watchlists(p.Pollers, p.IDs, p.Seed+1)
@@ -171,7 +175,7 @@ func runPollBench(ctx context.Context, o *Options, log *slog.Logger) (any, error
 	if err != nil {
 		return nil, err
 	}
-	ingestStart, err := startPhase(ctx, ing)
+	ingestStart, err := startPhase(ctx, ing, sb.PG)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +195,7 @@ func runPollBench(ctx context.Context, o *Options, log *slog.Logger) (any, error
 	apiNodes := []pollNode{{pollNames[0], nodes[0].Addr}, {pollNames[1], nodes[1].Addr}}
 	children := map[int]string{ing.Pid(): "ingest", nodes[0].Pid(): pollNames[0], nodes[1].Pid(): pollNames[1]}
 	env := roundEnv{sb: sb, ing: ing, pub: pub, sched: sched, api: apiNodes, bare: pollNode{"bare", bare.Addr},
-		nodes: nodes, children: children}
+		nodes: nodes, children: children, pg: sb.PG}
 	for r := range p.Rounds {
 		round, err := env.round(ctx, pollers, p)
 		if err != nil {
@@ -251,7 +255,7 @@ func startPollNodes(ctx context.Context, o *Options, sb *Sandbox, dsn string, lo
 	for i, name := range pollNames {
 		logs[name] = filepath.Join(o.Out, "poll-"+name+".log")
 		path := logs[name]
-		wg.Go(func() { nodes[i], errs[i] = startAPIChild(ctx, o, sb, dsn, path) })
+		wg.Go(func() { nodes[i], errs[i] = startAPIChild(ctx, o, sb, withAppName(dsn, name), path) })
 	}
 	wg.Wait()
 	var started []*APINode

@@ -42,6 +42,21 @@ type PollRound struct {
 	IngestApplied   float64     `json:"ingest_applied_per_s"`
 	IngestBacklog   uint64      `json:"ingest_backlog_at_end"`
 	IngestFreshness HistSummary `json:"ingest_freshness_metric"`
+	// Answer is the answer staleness of the API run's measured answers
+	// (200 and 304), Cadence the time between a poller's requests.
+	Answer  AnswerStalenessStats `json:"answer_staleness"`
+	Cadence CadenceStats         `json:"poll_cadence"`
+	// Reads are the API nodes' data reads by resource and layer
+	// (marketdata_reads_total) over the API run, both nodes;
+	// StoreReads those answered by Postgres, per node (goal 0).
+	Reads           Reads              `json:"reads_by_layer"`
+	StoreReads      map[string]float64 `json:"postgres_reads_by_node"`
+	StoreReadsTotal float64            `json:"postgres_reads"`
+	// PG is the Postgres CPU of the run's own backends by child over the
+	// API run's measured part; PGPerAppliedUS is ingest's backends' µs
+	// per applied price over the whole API run (as IngestApplied).
+	PG             *PGCPU  `json:"postgres_cpu,omitempty"`
+	PGPerAppliedUS float64 `json:"postgres_cpu_per_applied_update_us"`
 }
 
 // PollSummary is the medians of the rounds (sums for the counts).
@@ -66,6 +81,27 @@ type PollSummary struct {
 	GeneratorCores float64 `json:"generator_cores_median"`
 	// MaxRSSMB is each node's highest VmRSS over every API run.
 	MaxRSSMB map[string]float64 `json:"api_max_rss_mb"`
+	// Answer staleness and poll cadence, medians of the rounds (the max
+	// is the highest of any round).
+	AnswerP50MS  float64 `json:"answer_staleness_p50_ms_median"`
+	AnswerP99MS  float64 `json:"answer_staleness_p99_ms_median"`
+	AnswerMaxMS  float64 `json:"answer_staleness_max_ms"`
+	CadenceP50MS float64 `json:"poll_cadence_p50_ms_median"`
+	CadenceP99MS float64 `json:"poll_cadence_p99_ms_median"`
+	// RoundRegressions and RoundErrors are each round's counts: the goal
+	// is 0 in every round.
+	RoundRegressions []int64 `json:"regressions_per_round"`
+	RoundErrors      []int64 `json:"failed_polls_per_round"`
+	// StoreReads are the API nodes' Postgres reads over every round's
+	// measured part, RoundStoreReads per round (goal 0).
+	StoreReads      float64   `json:"postgres_reads_by_api_nodes"`
+	RoundStoreReads []float64 `json:"postgres_reads_by_api_nodes_per_round"`
+	// Reads are every round's reads by resource and layer, summed.
+	Reads Reads `json:"reads_by_layer"`
+	// PGPerAppliedUS is ingest's Postgres backends' CPU per applied price,
+	// APIPGCores the API nodes' backends' cores, medians of the rounds.
+	PGPerAppliedUS float64 `json:"postgres_cpu_per_applied_update_us_median"`
+	APIPGCores     float64 `json:"api_postgres_backend_cores_median"`
 }
 
 // PollResult is bench-results/poll.json.
@@ -98,7 +134,8 @@ type PollResult struct {
 // speed goal missed on a shared machine.
 func (r *PollResult) Failure() error {
 	if s := r.Summary; s.Regressions > 0 || s.Errors > 0 {
-		return fmt.Errorf("%d version regressions and %d failed polls (goal 0 each)", s.Regressions, s.Errors)
+		return fmt.Errorf("%d version regressions (per round %v) and %d failed polls (per round %v); goal 0 each in every round",
+			s.Regressions, s.RoundRegressions, s.Errors, s.RoundErrors)
 	}
 	return nil
 }
@@ -135,7 +172,29 @@ func (r *PollResult) summarise() {
 		s.StaleP99MS = 1000 * r.Params.GraceS
 	}
 	s.GeneratorCores = of(func(x PollRound) float64 { return x.CPUAPI.Cores["mdbench"] })
+	s.AnswerP50MS = of(func(x PollRound) float64 { return x.Answer.P50MS })
+	s.AnswerP99MS = of(func(x PollRound) float64 { return x.Answer.P99MS })
+	s.CadenceP50MS = of(func(x PollRound) float64 { return x.Cadence.P50MS })
+	s.CadenceP99MS = of(func(x PollRound) float64 { return x.Cadence.P99MS })
+	s.PGPerAppliedUS = of(func(x PollRound) float64 { return x.PGPerAppliedUS })
+	s.APIPGCores = of(func(x PollRound) float64 {
+		if x.PG == nil {
+			return 0
+		}
+		var c float64
+		for _, n := range pollNames {
+			c += x.PG.Cores[n]
+		}
+		return c
+	})
+	s.Reads = Reads{}
 	for i, rd := range r.Rounds {
+		s.AnswerMaxMS = max(s.AnswerMaxMS, rd.Answer.MaxMS)
+		s.RoundRegressions = append(s.RoundRegressions, rd.Regressions)
+		s.RoundErrors = append(s.RoundErrors, rd.API.Errors)
+		s.RoundStoreReads = append(s.RoundStoreReads, rd.StoreReadsTotal)
+		s.StoreReads += rd.StoreReadsTotal
+		s.Reads.Add(rd.Reads)
 		s.Pairs += rd.Staleness.Pairs
 		s.NotSeen += rd.Staleness.Late + rd.Staleness.Unseen
 		s.Errors += rd.API.Errors
@@ -159,10 +218,15 @@ func (r *PollResult) summarise() {
 	r.Goals = []GoalCheck{
 		{fmt.Sprintf("polls ≥ %.2f× bare (median ratio)", goalPollRatio), s.Ratio, s.Ratio >= goalPollRatio},
 		{fmt.Sprintf("poll p99 ≤ %.0f ms", goalPollP99MS), s.APIP99MS, s.APIP99MS <= goalPollP99MS},
-		{fmt.Sprintf("staleness p99 ≤ %.0f ms", goalPollStaleP99MS), s.StaleP99MS, !s.StaleBeyond && s.StaleP99MS <= goalPollStaleP99MS},
-		{"version regressions = 0", float64(s.Regressions), s.Regressions == 0},
-		{"failed polls = 0", float64(s.Errors), s.Errors == 0},
+		{fmt.Sprintf("answer staleness p99 ≤ %.0f ms", goalPollStaleP99MS), s.AnswerP99MS, s.AnswerP99MS <= goalPollStaleP99MS},
+		{"version regressions = 0 (every round)", float64(s.Regressions), s.Regressions == 0},
+		{"failed polls = 0 (every round)", float64(s.Errors), s.Errors == 0},
+		{"Postgres reads by API nodes = 0", s.StoreReads, s.StoreReads == 0},
 		{fmt.Sprintf("API RSS (VmHWM, both nodes) ≤ %.0f MB", goalPollRSSMB), hwm, hwm <= goalPollRSSMB},
+	}
+	if r.Rounds[0].PG != nil {
+		r.Goals = append(r.Goals, GoalCheck{fmt.Sprintf("Postgres CPU per applied update ≤ %.0f µs", goalPGPerAppliedUS),
+			s.PGPerAppliedUS, s.PGPerAppliedUS <= goalPGPerAppliedUS})
 	}
 	r.AllMet = true
 	for _, g := range r.Goals {
@@ -183,7 +247,7 @@ func (r *PollResult) Print() {
 	fmt.Printf("%.0f price updates/s through NATS → ingest during every run; rounds of %gs warm-up + %gs measured per side; staleness counts updates published up to %gs before a run ends\n",
 		p.Rate, p.WarmupS, p.RunS, p.GraceS)
 	tw := newTable()
-	tw.rowf("%s\n", "round\tapi polls/s\tbare polls/s\tratio\tapi p50/p99 ms\t304s\tapi errors\tstaleness p50/p99 ms\tpairs\tnot seen\tregressions\tpublished/applied/backlog\tcores api-a/api-b/ingest/gen\trss a/b MB")
+	tw.rowf("%s\n", "round\tapi polls/s\tbare polls/s\tratio\tapi p50/p99 ms\t304s\tapi errors\tpublish→seen p50/p99 ms\tpairs\tnot seen\tregressions\tpublished/applied/backlog\tcores api-a/api-b/ingest/gen\trss a/b MB")
 	for i, rd := range r.Rounds {
 		st := rd.Staleness
 		c := rd.CPUAPI.Cores
@@ -197,6 +261,32 @@ func (r *PollResult) Print() {
 		s.APIRPS, s.BareRPS, s.Ratio, s.APIP50MS, s.APIP99MS, 100*s.Frac304, s.Errors, staleFmt(s.StaleP50MS, s.Stale50Out), staleFmt(s.StaleP99MS, s.StaleBeyond),
 		s.Pairs, s.NotSeen, s.Regressions, s.GeneratorCores, s.MaxRSSMB[pollNames[0]], s.MaxRSSMB[pollNames[1]])
 	tw.print()
+	fmt.Println("answer staleness: per (answer, market), request start − publish of the newest version published before it that the answer does not show (0 if current); cadence: time between a poller's requests")
+	tw = newTable()
+	tw.rowf("%s\n", "round\tREGRESSIONS\tFAILED POLLS\tanswer staleness p50/p99/max ms\tstale pairs\tcadence p50/p99/max ms\tPOSTGRES READS a/b\tpg cpu: ingest µs/applied, api-a/api-b/ingest/other cores")
+	for i, rd := range r.Rounds {
+		an, cd := rd.Answer, rd.Cadence
+		tw.rowf("%d\t%d\t%d\t%.1f / %.1f / %.1f\t%.2f%% of %d\t%.1f / %.1f / %.1f\t%.0f / %.0f\t%s\n",
+			i+1, rd.Regressions, rd.API.Errors, an.P50MS, an.P99MS, an.MaxMS, 100*an.StaleShare, an.Pairs,
+			cd.P50MS, cd.P99MS, cd.MaxMS, rd.StoreReads[pollNames[0]], rd.StoreReads[pollNames[1]], pgRoundCell(rd))
+	}
+	tw.rowf("median\t%d (sum)\t%d (sum)\t%.1f / %.1f / %.1f (max)\t\t%.1f / %.1f\t%.0f (sum)\t%.1f µs; api %.2f cores\n",
+		s.Regressions, s.Errors, s.AnswerP50MS, s.AnswerP99MS, s.AnswerMaxMS, s.CadenceP50MS, s.CadenceP99MS,
+		s.StoreReads, s.PGPerAppliedUS, s.APIPGCores)
+	tw.print()
+	verdict := "OK: 0 in every round"
+	if s.Regressions > 0 || s.Errors > 0 {
+		verdict = "BROKEN PROMISE"
+	}
+	fmt.Printf("CORRECTNESS: version regressions per round %v, failed polls per round %v — %s\n",
+		s.RoundRegressions, s.RoundErrors, verdict)
+	fmt.Printf("POSTGRES READS BY API NODES (store layer, measured parts): %.0f per round %v (goal 0)\n", s.StoreReads, s.RoundStoreReads)
+	fmt.Printf("reads by layer (both nodes, every round's measured part): %s\n", s.Reads)
+	for i, rd := range r.Rounds {
+		if rd.PG != nil {
+			fmt.Printf("round %d postgres backends of this run: %s\n", i+1, rd.PG)
+		}
+	}
 	for i, rd := range r.Rounds {
 		if rd.API.FirstError != "" || rd.Bare.FirstError != "" {
 			fmt.Printf("round %d first errors: api %q, bare %q (bare errors %d)\n", i+1, rd.API.FirstError, rd.Bare.FirstError, rd.Bare.Errors)
@@ -224,7 +314,7 @@ func (r *PollResult) Print() {
 	for _, g := range r.Goals {
 		fmt.Printf("goal: %-40s %9.2f  %s\n", g.Goal, g.Value, met(g.Met))
 	}
-	verdict := "all goals met"
+	verdict = "all goals met"
 	if !r.AllMet {
 		verdict = "GOALS NOT MET (see above)"
 	}
@@ -247,4 +337,13 @@ func apiCPU(rs []PollRound) []CPUUsage {
 		out[i] = r.CPUAPI
 	}
 	return out
+}
+
+// pgRoundCell is a round's Postgres CPU of its own backends.
+func pgRoundCell(rd PollRound) string {
+	if rd.PG == nil {
+		return "n/a"
+	}
+	c := rd.PG.Cores
+	return fmt.Sprintf("%.1f µs, %.2f/%.2f/%.2f/%.2f", rd.PGPerAppliedUS, c[pollNames[0]], c[pollNames[1]], c["ingest"], c["other"])
 }

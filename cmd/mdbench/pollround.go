@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -16,6 +17,8 @@ type roundEnv struct {
 	bare     pollNode
 	nodes    []*APINode
 	children map[int]string
+	// pg attributes Postgres CPU to the children's backends (nil: not).
+	pg *PGMonitor
 }
 
 // round is one bare run, then one API run with staleness and regressions
@@ -41,13 +44,42 @@ func (e *roundEnv) round(ctx context.Context, pollers []*Poller, p PollParams) (
 	}
 	sent, began := e.pub.sent.Load(), time.Now()
 	rss := sampleRSS(e.nodes, pollRSSEvery)
+	// Ingest's Postgres CPU per applied update is over the whole run, as
+	// its applied count is.
+	pgRun := pgStart(ctx, e.pg)
 	cpu = SampleCPUNamed(e.children)
+	// Reads by layer and Postgres CPU are of the measured part: the
+	// warm-up is not the steady state.
+	var (
+		readsBefore []Scrape
+		readsErr    error
+		pg          pgPhase
+	)
 	a, err := pollRun(ctx, pollers, pollSpec{Nodes: e.api, Conns: p.Conns, Warmup: p.Warmup, Duration: p.Duration,
-		Conditional: true, Acct: acct, Grace: p.Grace})
+		Conditional: true, Acct: acct, Grace: p.Grace, AtMeasure: func() {
+			readsBefore, readsErr = e.nodeMetrics(ctx)
+			pg = pgStart(ctx, e.pg)
+		}})
 	round.CPUAPI = SampleCPUNamed(e.children).UsageSince(cpu)
+	round.PG = pg.end(ctx)
+	pgWhole := pgRun.end(ctx)
 	round.MaxRSSMB = rss()
 	if err != nil {
 		return round, fmt.Errorf("api: %w", err)
+	}
+	readsAfter, err := e.nodeMetrics(ctx)
+	if err = cmp.Or(readsErr, err); err != nil {
+		return round, err
+	}
+	if len(readsBefore) != len(readsAfter) {
+		return round, fmt.Errorf("api: /metrics not scraped at the measured part's start")
+	}
+	round.Reads, round.StoreReads = Reads{}, map[string]float64{}
+	for i, n := range e.api {
+		r := readsAfter[i].Sub(readsBefore[i]).ReadsOf()
+		round.Reads.Add(r)
+		round.StoreReads[n.Name] = r.Layer(storeLayer)
+		round.StoreReadsTotal += round.StoreReads[n.Name]
 	}
 	el := time.Since(began).Seconds()
 	round.PublishRate = round2(float64(e.pub.sent.Load()-sent) / el)
@@ -56,7 +88,11 @@ func (e *roundEnv) round(ctx context.Context, pollers []*Poller, p PollParams) (
 		return round, err
 	}
 	d := after.Sub(before)
-	round.IngestApplied = round2(d[`marketdata_ingest_messages_total{kind="price",outcome="applied"}`] / el)
+	applied := d[`marketdata_ingest_messages_total{kind="price",outcome="applied"}`]
+	round.IngestApplied = round2(applied / el)
+	if pgWhole != nil && applied > 0 {
+		round.PGPerAppliedUS = round2(1e6 * pgWhole.Seconds["ingest"] / applied)
+	}
 	round.IngestFreshness = d.SecondsHistogram("marketdata_ingest_freshness_seconds")
 	if round.IngestBacklog, err = ingestBacklog(ctx, e.sb); err != nil {
 		return round, err
@@ -68,7 +104,21 @@ func (e *roundEnv) round(ctx context.Context, pollers []*Poller, p PollParams) (
 	round.Bare, round.API = b, a
 	round.Ratio = round2(a.RPS / b.RPS)
 	round.Staleness, round.Regressions, round.FirstRegressions = acct.result(unseen, p.Grace)
+	round.Answer, round.Cadence = acct.answerResult()
 	return round, nil
+}
+
+// nodeMetrics scrapes every API node's /metrics, in e.api's order.
+func (e *roundEnv) nodeMetrics(ctx context.Context) ([]Scrape, error) {
+	out := make([]Scrape, len(e.nodes))
+	for i, n := range e.nodes {
+		s, err := n.Metrics(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", pollNames[i], err)
+		}
+		out[i] = s
+	}
+	return out, nil
 }
 
 // ingestBacklog is how many messages ingest has not yet acknowledged.

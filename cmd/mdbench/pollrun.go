@@ -28,6 +28,9 @@ type pollSpec struct {
 	Acct *pollAccount
 	// Grace ends the account's window before the run does.
 	Grace time.Duration
+	// AtMeasure, when set, runs as the measured part begins (after the
+	// warm-up): the start of figures taken outside the pollers.
+	AtMeasure func()
 }
 
 // pollNode is one server under load.
@@ -91,6 +94,7 @@ func pollRun(ctx context.Context, pollers []*Poller, spec pollSpec) (PollRun, er
 		queues[k] = make(chan *Poller, len(pollers))
 	}
 	for _, p := range pollers {
+		p.lastSent = 0 // cadence is within a run
 		queues[p.next%nn] <- p
 	}
 	start := time.Now()
@@ -119,12 +123,23 @@ func pollRun(ctx context.Context, pollers []*Poller, spec pollSpec) (PollRun, er
 			pollConn(spec, node, queues, stop, t, acct, clock, from, end)
 		})
 	}
+	var hook sync.WaitGroup
+	if spec.AtMeasure != nil {
+		hook.Go(func() {
+			select {
+			case <-time.After(time.Until(from)):
+				spec.AtMeasure()
+			case <-stop:
+			}
+		})
+	}
 	select {
 	case <-time.After(time.Until(end)):
 	case <-ctx.Done():
 	}
 	close(stop)
 	wg.Wait()
+	hook.Wait()
 	if err := ctx.Err(); err != nil {
 		return PollRun{}, err
 	}
@@ -162,6 +177,11 @@ func pollConn(spec pollSpec, node int, queues []chan *Poller, stop <-chan struct
 		at := time.Now()
 		measured := !at.Before(from) && at.Before(end)
 		status := resp.StatusCode()
+		var startNS int64
+		if acct != nil {
+			startNS = clock.since(sent)
+			spec.Acct.polled(acct, p, startNS, measured)
+		}
 		switch {
 		case err != nil:
 			if measured {
@@ -169,7 +189,11 @@ func pollConn(spec pollSpec, node int, queues []chan *Poller, stop <-chan struct
 				t.fail(at, fmt.Sprintf("%s: %v", spec.Nodes[node].Name, err))
 			}
 		case status == fasthttp.StatusNotModified && spec.Conditional:
-			// "Same as what you last saw": nothing to account.
+			// "Same as what you last saw": it shows the versions of the
+			// 200 its ETag names; nothing changes in the poller's memory.
+			if acct != nil && measured {
+				spec.Acct.answered(acct, p, startNS, p.shown)
+			}
 			if measured {
 				t.notMod++
 				t.lat = append(t.lat, at.Sub(sent))
@@ -183,6 +207,10 @@ func pollConn(spec pollSpec, node int, queues []chan *Poller, stop <-chan struct
 			}
 			if acct != nil && serr == nil {
 				spec.Acct.observe(acct, p, node, clock.since(at), measured, p.versions)
+				copy(p.shown, p.versions)
+				if measured {
+					spec.Acct.answered(acct, p, startNS, p.versions)
+				}
 			}
 			if !measured {
 				break

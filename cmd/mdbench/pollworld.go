@@ -134,6 +134,12 @@ type Poller struct {
 	seenAt   []int64
 	// versions is scratch for the versions of one answer.
 	versions []int64
+	// shown are the versions of the last accounted 200, the one its ETag
+	// names: what a 304 to that ETag shows.
+	shown []int64
+	// lastSent is the start of its previous request of the run (ns since
+	// the schedule's start; 0: none yet).
+	lastSent int64
 }
 
 // snapshotPath is the snapshot URL of ids.
@@ -147,7 +153,8 @@ func newPollers(lists [][]int32, ids func(int32) string, secrets []string) []*Po
 	out := make([]*Poller, len(lists))
 	for i, l := range lists {
 		p := &Poller{N: i, Markets: l, IDs: make([]string, len(l)), next: i % 2, auth: "Bearer " + secrets[i%len(secrets)],
-			seen: make([]int64, len(l)), seenNode: make([]int8, len(l)), seenAt: make([]int64, len(l)), versions: make([]int64, len(l))}
+			seen: make([]int64, len(l)), seenNode: make([]int8, len(l)), seenAt: make([]int64, len(l)), versions: make([]int64, len(l)),
+			shown: make([]int64, len(l))}
 		for j, m := range l {
 			p.IDs[j] = ids(m)
 		}

@@ -36,6 +36,9 @@ type RawResult struct {
 	BatchSize int     `json:"batch_size"`
 	Seconds   float64 `json:"seconds"`
 	RowsPerS  float64 `json:"rows_per_s"`
+	// PGPerRowUS is its Postgres backend's CPU per row applied: what the
+	// store's upsert costs Postgres, beside ingest's per applied update.
+	PGPerRowUS float64 `json:"postgres_cpu_per_row_us"`
 }
 
 // IngestSide is what the ingest process reported and used during a phase.
@@ -48,6 +51,10 @@ type IngestSide struct {
 	Failures  float64     `json:"failures"`
 	Freshness HistSummary `json:"metric_freshness"`
 	BatchTime HistSummary `json:"metric_batch_time"`
+	// PG is the Postgres CPU of the run's own backends (by child) over the
+	// phase; PGPerAppliedUS is ingest's backends' µs per applied price.
+	PG             *PGCPU  `json:"postgres_cpu,omitempty"`
+	PGPerAppliedUS float64 `json:"postgres_cpu_per_applied_update_us"`
 }
 
 // EndToEndResult is the unpaced phase.
@@ -78,6 +85,10 @@ type Goals struct {
 	FreshnessP99Met    bool    `json:"freshness_p99_met"`
 	RateGoal           float64 `json:"publish_rate_goal_per_s"`
 	RateMet            bool    `json:"publish_rate_met"`
+	// PGPerApplied is the end-to-end phase's Postgres CPU (ingest's own
+	// backends) per applied update (issue 18).
+	PGPerAppliedGoalUS float64 `json:"postgres_cpu_per_applied_update_goal_us"`
+	PGPerAppliedMet    bool    `json:"postgres_cpu_per_applied_update_met"`
 	AllMet             bool    `json:"all_met"`
 }
 
@@ -98,7 +109,7 @@ func (r *IngestResult) Print() {
 	e, f := r.EndToEnd, r.Freshness
 	row("seed", fmt.Sprintf("%d events × %d markets (%d messages) published and drained in %.2f s",
 		r.Seed.Events, p.PerEvent, r.Seed.Messages, r.Seed.Seconds))
-	row("raw upsert", fmt.Sprintf("%d rows, %d batches of %d, one goroutine: %.2f s", r.Raw.Rows, r.Raw.Batches, r.Raw.BatchSize, r.Raw.Seconds),
+	row("raw upsert", fmt.Sprintf("%d rows, %d batches of %d, one goroutine: %.2f s; Postgres CPU %.1f µs a row", r.Raw.Rows, r.Raw.Batches, r.Raw.BatchSize, r.Raw.Seconds, r.Raw.PGPerRowUS),
 		fmt.Sprintf("%.0f rows/s", r.Raw.RowsPerS))
 	row("end-to-end", fmt.Sprintf("%d updates published in %.2f s (%.0f/s); all visible in Redis after %.2f s",
 		e.Updates, e.PublishSeconds, e.PublishRate, e.Seconds), fmt.Sprintf("%.0f updates/s", e.UpdatesPerS))
@@ -108,6 +119,8 @@ func (r *IngestResult) Print() {
 	row("", fmt.Sprintf("p50 %.1f ms  p90 %.1f ms  p99 %.1f ms  max %.1f ms  mean %.1f ms  (n=%d, unmeasured %d, notices %d)",
 		f.P50MS, f.P90MS, f.P99MS, f.MaxMS, f.MeanMS, f.Count, f.Unmeasured, f.Notices))
 	row("", fmt.Sprintf("p99 goal ≤ %.0f ms", r.Goals.FreshnessP99GoalMS), met(r.Goals.FreshnessP99Met))
+	row("postgres", fmt.Sprintf("CPU of ingest's own backends per applied update, end-to-end: %.1f µs (goal ≤ %.0f µs)",
+		e.Ingest.PGPerAppliedUS, r.Goals.PGPerAppliedGoalUS), met(r.Goals.PGPerAppliedMet))
 	for _, ph := range []struct {
 		name string
 		s    IngestSide
@@ -117,6 +130,10 @@ func (r *IngestResult) Print() {
 			s.Freshness.P50MS, s.Freshness.P99MS, s.BatchTime.P50MS, s.BatchTime.P99MS, s.BatchTime.MeanMS,
 			s.Batches, s.MeanBatch, s.Applied, s.Ignored, s.Failures))
 		row("cpu "+ph.name, fmt.Sprintf("%s; machine busy %.0f%%", cores(s.CPU.Cores), s.CPU.MachineBusy))
+		if s.PG != nil {
+			row("postgres "+ph.name, fmt.Sprintf("Postgres CPU per applied update %.1f µs (goal ≤ %.0f; ingest's backends %.2f s over %.0f applied); this run's backends: %s",
+				s.PGPerAppliedUS, goalPGPerAppliedUS, s.PG.Seconds["ingest"], s.Applied, s.PG))
+		}
 	}
 	tw.print()
 	verdict := "all goals met"

@@ -36,9 +36,26 @@ type Sandbox struct {
 	NC  *nats.Conn
 	JS  jetstream.JetStream
 
+	// PG attributes Postgres CPU to the run's own backends once
+	// MonitorPostgres started it (nil before).
+	PG *PGMonitor
+
 	pgURL string
 	dbs   []string
 	log   *slog.Logger
+}
+
+// MonitorPostgres starts following the backends of the sandbox's databases.
+func (s *Sandbox) MonitorPostgres(ctx context.Context) error {
+	if s.PG != nil {
+		return nil
+	}
+	m, err := StartPGMonitor(ctx, s.pgURL, s, s.log)
+	if err != nil {
+		return err
+	}
+	s.PG = m
+	return nil
 }
 
 // NewSandbox connects to the three services and names the run's resources.
@@ -99,6 +116,7 @@ func (s *Sandbox) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var errs []error
+	s.PG.Stop()
 	if s.JS != nil {
 		for _, name := range []string{s.Ingest.Stream, s.Ingest.DLQStream} {
 			if err := s.JS.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {

@@ -39,6 +39,9 @@ type StreamParams struct {
 	StepS       float64 `json:"step_measured_s"`
 
 	Warmup, Steady, StepWarmup, Step time.Duration `json:"-"`
+	// Anchor is the streams anchor's directory ("" = ../shared/anchors/streams
+	// beside the repository; "none" skips it).
+	Anchor string `json:"-"`
 }
 
 // streamParams: the issue's shape (5,000 connections × 20 of 2,000 hot
@@ -80,6 +83,8 @@ func streamFlags(fs *flag.FlagSet, p *StreamParams) {
 	fs.Float64Var(&p.Rate, "stream.rate", p.Rate, "stream: price updates published per second")
 	fs.DurationVar(&p.Steady, "stream.duration", p.Steady, "stream: measured length of the steady phase")
 	fs.DurationVar(&p.Step, "stream.step-duration", p.Step, "stream: measured length of each ramp step")
+	fs.StringVar(&p.Anchor, "stream.anchor", p.Anchor, "stream: the streams anchor's directory, run in the same shape in the same run (default "+anchorRel+
+		" from the repository's root; \"none\" skips it; missing is an error only in CI)")
 	fs.Func("stream.steps", "stream: the ramp's subscriptions per connection, comma-separated, increasing (default "+
 		joinInts(p.Steps)+"; \"none\" skips the ramp)", func(s string) error {
 		steps, err := parseSteps(s)
@@ -147,6 +152,12 @@ func runStreamBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 	}
 	res := &StreamResult{Bench: "stream", Machine: o.Machine, Params: p, Anchor: streamAnchor,
 		ChildLogs: map[string]string{}, ChildWarnings: map[string]map[string]int{}}
+	// The anchor first, while nothing of ours runs: same shape, same
+	// machine, same run.
+	var err error
+	if res.AnchorRun, err = runAnchor(ctx, o, p, p.Anchor, log); err != nil {
+		return nil, err
+	}
 	w := newReadsWorld(p.Hot/readsPerEvent, readsPerEvent, p.Seed)
 
 	sb, err := NewSandbox(ctx, o, log)
@@ -179,12 +190,15 @@ func runStreamBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 	res.ChildLogs["api"] = filepath.Join(o.Out, "stream-api.log")
 	// The node's connection cap fits the load with room, under the
 	// open-file limit (the default 20,000 is the whole of it).
-	node, err := startAPIChild(ctx, o, sb, dsn, res.ChildLogs["api"], fmt.Sprintf("MD_MAX_CONNS=%d", p.MaxConns))
+	node, err := startAPIChild(ctx, o, sb, withAppName(dsn, "api"), res.ChildLogs["api"], fmt.Sprintf("MD_MAX_CONNS=%d", p.MaxConns))
 	if err != nil {
 		return nil, err
 	}
 	defer stopNode(node, log)
 	node.Secret = secrets[p.Accounts]
+	if err := sb.MonitorPostgres(ctx); err != nil {
+		return nil, err
+	}
 	log.Info("stream: processes ready", "ingest", ing.Pid(), "api", node.Pid())
 
 	e, err := newStreamEnv(ctx, o, sb, w, ing, node, p, secrets[:p.Accounts], began)

@@ -80,6 +80,8 @@ func (e *streamEnv) measure(ctx context.Context, name string, warmup time.Durati
 		return r, err
 	}
 	r.NodeFanout = after.Sub(before).SecondsHistogram("marketdata_stream_fanout_seconds")
+	r.Reads = after.Sub(before).ReadsOf()
+	r.StoreReads = r.Reads.Layer(storeLayer)
 	// Notices that had not reached the load tool when their delivery did
 	// have had time since.
 	if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {

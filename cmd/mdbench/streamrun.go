@@ -106,7 +106,7 @@ func subscriptionLists(n, size, markets int, seed uint64) [][]int32 {
 func (e *streamEnv) run(ctx context.Context, res *StreamResult, log *slog.Logger) error {
 	e.log = log
 	p := e.p
-	ingStart, err := startPhase(ctx, e.ing)
+	ingStart, err := startPhase(ctx, e.ing, e.sb.PG)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,107 @@
+package main
+
+import "sort"
+
+// answerStaleness is how stale an answer's price of market m was when its
+// request started (ns): start minus the publish time of the newest version
+// published before start that the answer does not show, or 0 when the answer
+// shows that version or a newer one (start and the result in ns since the
+// schedule's start). The schedule is the per-market history the lookup
+// needs: every planned version of each market in version order, with its
+// publish time once sent, bounded by the plan.
+//
+// A market's versions are published in version order, so "published before
+// start" holds for a prefix of them and a binary search finds the newest.
+func (s *updateSchedule) answerStaleness(m int32, shown, start int64) int64 {
+	shown = max(shown, 1) // the world holds version 1; the schedule starts at 2
+	before := func(v int64) (int64, bool) {
+		pub, ok := s.pubTime(m, v)
+		return pub, ok && pub < start
+	}
+	// The common case, an answer that is current: the next version was
+	// not yet published when the request started.
+	if _, ok := before(shown + 1); !ok {
+		return 0
+	}
+	planned := int64(s.off[m+1] - s.off[m]) // versions 2 .. planned+1
+	// k counts versions after shown+1: the first k for which version
+	// shown+2+k was not published before start.
+	k := sort.Search(int(planned+1-(shown+1)), func(k int) bool {
+		_, ok := before(shown + 2 + int64(k))
+		return !ok
+	})
+	pub, _ := before(shown + 1 + int64(k))
+	return start - pub
+}
+
+// answered accounts one answer to p whose request started at start (ns
+// since the schedule's start) and that shows versions (by watchlist
+// position, 0 = absent): each market's answer staleness. A 304 shows the
+// versions of the 200 whose ETag it confirms.
+func (a *pollAccount) answered(c *connAccount, p *Poller, start int64, versions []int64) {
+	for j, v := range versions {
+		if v == 0 {
+			continue
+		}
+		st := a.sched.answerStaleness(p.Markets[j], v, start)
+		c.answer.add(st / 1000)
+		if st > 0 {
+			c.staleAnswers++
+		}
+	}
+}
+
+// polled accounts the time since p's previous request of the run: the
+// poll cadence, which bounds what answer staleness can be but is not part
+// of it.
+func (a *pollAccount) polled(c *connAccount, p *Poller, start int64, measured bool) {
+	if measured && p.lastSent != 0 {
+		c.cadence.add((start - p.lastSent) / 1000)
+	}
+	p.lastSent = start
+}
+
+// AnswerStalenessStats is the answer staleness of one run: per (answer,
+// market) pair, the request's start minus the publish time of the newest
+// version published before that start which the answer does not show (0
+// when it shows that version or a newer one).
+type AnswerStalenessStats struct {
+	Pairs int64 `json:"pairs"`
+	// Stale are the pairs with a staleness above 0.
+	Stale      int64   `json:"stale_pairs"`
+	StaleShare float64 `json:"stale_share"`
+	P50MS      float64 `json:"p50_ms"`
+	P99MS      float64 `json:"p99_ms"`
+	MaxMS      float64 `json:"max_ms"`
+}
+
+// CadenceStats is the time between consecutive requests of a poller.
+type CadenceStats struct {
+	Count int64   `json:"count"`
+	P50MS float64 `json:"p50_ms"`
+	P99MS float64 `json:"p99_ms"`
+	MaxMS float64 `json:"max_ms"`
+}
+
+// answerResult merges the connections' answer staleness and cadence.
+func (a *pollAccount) answerResult() (AnswerStalenessStats, CadenceStats) {
+	var h, cad durHist
+	var st AnswerStalenessStats
+	for i := range a.conns {
+		c := &a.conns[i]
+		h.merge(&c.answer)
+		cad.merge(&c.cadence)
+		st.Stale += c.staleAnswers
+	}
+	st.Pairs = h.n
+	if st.Pairs > 0 {
+		st.StaleShare = round4(float64(st.Stale) / float64(st.Pairs))
+	}
+	st.P50MS, _ = h.quantileMS(0.50, 0)
+	st.P99MS, _ = h.quantileMS(0.99, 0)
+	st.MaxMS = round2(float64(h.max) / 1000)
+	cs := CadenceStats{Count: cad.n, MaxMS: round2(float64(cad.max) / 1000)}
+	cs.P50MS, _ = cad.quantileMS(0.50, 0)
+	cs.P99MS, _ = cad.quantileMS(0.99, 0)
+	return st, cs
+}
