@@ -75,7 +75,7 @@ func TestFlushRedis(t *testing.T) {
 				t.Errorf("%s %s: %d %s\nnode log:\n%s", stage, path, a.status, a.body, n.logs)
 				continue
 			}
-			if a.status != b.status || string(a.body) != string(b.body) || a.header.Get("ETag") != b.header.Get("ETag") {
+			if a.status != b.status || string(a.body) != string(b.body) || etagHash(a.header.Get("ETag")) != etagHash(b.header.Get("ETag")) {
 				t.Errorf("%s %s:\n got %d %.300s\nwant %d %.300s", stage, path, a.status, a.body, b.status, b.body)
 			}
 		}
@@ -155,6 +155,17 @@ func TestFlushRedis(t *testing.T) {
 	}
 	n.searchReloaded(t) // from Redis again
 	same("after the rebuild")
+}
+
+// etagHash is an ETag without the position a snapshot's names
+// ("<hash>-<position>"): the position is the change number of the writes
+// Redis holds, which a flush loses and the repairs replace, so only the
+// hash of the same data stays the same across them.
+func etagHash(tag string) string {
+	if i := strings.LastIndexByte(tag, '-'); i >= 0 {
+		return tag[:i] + `"`
+	}
+	return tag
 }
 
 // rtFlush deletes every key under prefix (other tests share the server).

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -177,6 +178,32 @@ func FuzzParseSearch(f *testing.F) {
 		}
 		if got != q || n < 1 || n > 50 || (limit == "" && n != 20) {
 			t.Fatalf("parseSearch(%q, %q) = %q, %d", q, limit, got, n)
+		}
+	})
+}
+
+// FuzzSeenPosition: reading an If-None-Match header never panics and never
+// names a negative position; a tag the snapshot route made names its
+// position, alone or in a list with others, weak or not.
+func FuzzSeenPosition(f *testing.F) {
+	f.Add(`"3f2k1-1795778905430421"`, int64(1795778905430421))
+	f.Add(`W/"abc-7", "zz-9"`, int64(1))
+	f.Add(`*`, int64(5))
+	f.Add(`"--"`, int64(0))
+	f.Add(`"x-99999999999999999999"`, int64(42))
+	f.Fuzz(func(t *testing.T, header string, pos int64) {
+		if got := seenPosition(header); got < 0 {
+			t.Fatalf("seenPosition(%q) = %d", header, got)
+		}
+		if pos <= 0 {
+			return
+		}
+		tag := `"abc-` + strconv.FormatInt(pos, 10) + `"`
+		if got := seenPosition(tag); got != pos {
+			t.Fatalf("seenPosition(%q) = %d, want %d", tag, got, pos)
+		}
+		if got := seenPosition("W/" + tag + ", " + header); got < pos {
+			t.Fatalf("seenPosition of a list holding %q = %d, want at least %d", tag, got, pos)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +65,17 @@ func TestPoller(t *testing.T) {
 	slices.Sort(statuses)
 	if !slices.Equal(statuses, []int{200, 304}) {
 		t.Fatalf("one change: got %v, want one 304 and one 200", statuses)
+	}
+	// The next round sends back the tags of the answers it holds, the
+	// changed chunk's new one included: each names the position its answer
+	// showed ("<hash>-<position>"), so no node answers it with an older
+	// version (contract §2 "Freshness and order").
+	if got, err = p.Poll(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("round after the change: got %d prices, %v; want none", len(got), err)
+	}
+	if statuses, inm := rec.take(); !slices.Equal(statuses, []int{304, 304}) ||
+		!strings.Contains(inm[0], "-") || !strings.Contains(inm[1], "-") {
+		t.Fatalf("round after the change: got %v (If-None-Match %q), want two 304s to tags naming positions", statuses, inm)
 	}
 
 	// Run: a change published while it runs is handed over.
