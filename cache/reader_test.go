@@ -133,17 +133,6 @@ func (w *readerWorld) write(b store.Batch, notify bool) int64 {
 	return n.Seq
 }
 
-func changeOf(res *store.Result, seq int64) notice.Change {
-	n := notice.Change{Seq: seq}
-	for _, d := range res.Events {
-		n.Events = append(n.Events, d.ID)
-	}
-	for _, d := range res.Markets {
-		n.Markets = append(n.Markets, d.ID)
-	}
-	return n
-}
-
 // setPrice writes the next price version of market.
 func (w *readerWorld) setPrice(market string, notify bool) int64 {
 	w.t.Helper()

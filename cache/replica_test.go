@@ -186,4 +186,3 @@ func TestReplicaFeedDown(t *testing.T) {
 		t.Fatalf("m1 after the feed is back: version %d from %s, want %d from the replica", got, layer, v)
 	}
 }
-

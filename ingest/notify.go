@@ -1,7 +1,6 @@
 package ingest
 
 import (
-
 	"github.com/nats-io/nats.go"
 
 	"github.com/marketdata/marketdata/internal/notice"

@@ -174,7 +174,7 @@ func StartPGMonitor(ctx context.Context, pgURL string, sb *Sandbox, log *slog.Lo
 	m := &PGMonitor{conn: conn, prefix: sb.ID + "_", log: log, backends: map[pgKey]*pgBackend{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	if err := m.sample(ctx); err != nil {
-		conn.Close(ctx) //nolint:errcheck // the sample error is the one to report
+		conn.Close(ctx) // the sample error is the one to report
 		return nil, err
 	}
 	go m.loop()
@@ -280,7 +280,7 @@ func (m *PGMonitor) Stop() {
 	<-m.done
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	m.conn.Close(ctx) //nolint:errcheck // the monitor's figures are taken
+	m.conn.Close(ctx) // the monitor's figures are taken
 	if m.lastErr != nil {
 		m.log.Warn("postgres monitor: a sample failed", "err", m.lastErr)
 	}

@@ -198,7 +198,7 @@ func runAnchor(ctx context.Context, o *Options, p StreamParams, flag string, log
 	if err != nil {
 		return notRun(err)
 	}
-	defer os.RemoveAll(bin)
+	defer os.RemoveAll(bin) //nolint:errcheck // a temp dir left behind is harmless
 	t := time.Now()
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "./cmd/anchor", "./cmd/load")
 	build.Dir = dir
