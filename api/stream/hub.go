@@ -53,7 +53,8 @@ type Config struct {
 	// Workers are the fan-out workers (2): each owns the markets of some
 	// of the hub's shards, so a market's versions are fanned out by one
 	// goroutine, in the order their notices came. As many goroutines read
-	// current prices for subscribes.
+	// the markets noticed without their items, and as many read current
+	// prices for subscribes.
 	Workers int
 	// Queue is how many notices' worth of items wait for one fan-out
 	// worker (1024); a worker whose queue is full drops the items and the
@@ -309,7 +310,9 @@ func (h *Hub) Run(ctx context.Context) {
 	for _, q := range h.fanq {
 		wg.Go(func() { h.fanOutWorker(ctx, q) })
 	}
-	wg.Go(func() { h.readLoop(ctx) })
+	for range h.cfg.Workers {
+		wg.Go(func() { h.readLoop(ctx) })
+	}
 	for range h.cfg.Workers {
 		wg.Go(func() { h.currentLoop(ctx) })
 	}
