@@ -122,7 +122,7 @@ func quietConfig() Config {
 	return cfg
 }
 
-func startHub(t *testing.T, src Prices, cfg Config) *testHub {
+func startHub(t testing.TB, src Prices, cfg Config) *testHub {
 	t.Helper()
 	h, err := New(src, cfg, nil)
 	if err != nil {
