@@ -412,9 +412,9 @@ func (c *Conn) sendClose(code int, reason string) {
 }
 
 // cut ends the connection at once: its read and any write fail now, so
-// Serve returns, and the server closes the connection then. (Closing it
-// here would not do: fasthttp closes a hijacked connection itself when the
-// handler returns, and its Close before that does nothing.)
+// Serve returns, and whoever called Serve closes the connection then
+// (closing it here would free its descriptor under a writer that may
+// still hold it).
 func (c *Conn) cut() {
 	c.quitOnce.Do(func() { close(c.quit) })
 	c.mu.Lock()

@@ -138,9 +138,9 @@ func startHub(t testing.TB, src Prices, cfg Config) *testHub {
 		if err != nil {
 			return
 		}
+		defer ws.Close() // as the api package closes a stream's connection
 		c, err := h.Add(ws, Info{ID: "test"}, nil)
 		if err != nil {
-			ws.Close()
 			return
 		}
 		c.Serve(ctx)
