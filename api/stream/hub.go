@@ -142,9 +142,11 @@ type shard struct {
 
 // topic is one market's subscribers on this node.
 type topic struct {
-	// subs are the connections' subscriptions to it. The slice is
-	// replaced, never changed in place (copy on write), so a fan-out reads
-	// it without copying.
+	// subs are the connections' subscriptions to it. A fan-out reads the
+	// slice it found without copying or a lock: a subscribe only appends
+	// (which writes past every length handed out) and an unsubscribe
+	// replaces the slice, so no element a reader sees ever changes. (A copy
+	// per subscribe made 50 subscribers of a market cost 10 KB of garbage.)
 	subs []*sub
 	// gen is the newest revision fanned out: an older or equal one read
 	// later (two reads racing, a resync) is not sent again.
@@ -728,9 +730,7 @@ func (h *Hub) subscribe(subs []*sub) {
 			t = &topic{}
 			s.topics[st.id] = t
 		}
-		next := make([]*sub, len(t.subs), len(t.subs)+1)
-		copy(next, t.subs)
-		t.subs = append(next, st)
+		t.subs = append(t.subs, st)
 		s.mu.Unlock()
 	}
 }
