@@ -293,7 +293,7 @@ func (h *Hub) OnChange(n notice.Change) {
 }
 
 // wireObject reports whether body can be a price message's fields: a JSON
-// object, which the writer opens with type and seq (writeMessage).
+// object, which the writer opens with type and seq (appendMessage).
 func wireObject(body []byte) bool {
 	return len(body) >= 2 && body[0] == '{'
 }
