@@ -66,7 +66,7 @@ type Server struct {
 	// hub holds the node's streams (nil: none served), slots their limit.
 	hub      *stream.Hub
 	slots    StreamSlots
-	upgrader *websocket.FastHTTPUpgrader
+	upgrader *websocket.Upgrader
 	// streamCtx ends with Start's context: streams' reads stop with it.
 	streamCtx context.Context
 	// rechecks are the streams' key rechecks asked for; releasing counts
@@ -186,6 +186,9 @@ func New(cfg Config, d Deps) (*Server, error) {
 	srv.ErrorHandler = s.readError
 	srv.SecureErrorLogMessage = true
 	srv.ConnState = edgeConnState
+	// A stream closes its own connection (stream_route.go): the server
+	// lets go of it at the upgrade, with its request buffer.
+	srv.KeepHijackedConns = true
 	s.routes()
 	if d.NC != nil {
 		if err := s.subscribe(d.NC); err != nil {

@@ -1,8 +1,12 @@
 package api
 
 import (
+	"bufio"
 	"context"
+	"encoding/base64"
 	"log/slog"
+	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -22,25 +26,68 @@ type StreamSlots interface {
 	Close(ctx context.Context, account, id string)
 }
 
-// streamUpgrader upgrades GET /public/v1/stream. Streams authenticate by
-// the Authorization header, never by cookie, so a page on another origin
-// gains nothing by opening one: every origin may (a browser cannot set the
+// newUpgrader upgrades GET /public/v1/stream on the connection itself,
+// once fasthttp has let go of it (stream). Streams authenticate by the
+// Authorization header, never by cookie, so a page on another origin gains
+// nothing by opening one: every origin may (a browser cannot set the
 // header on a WebSocket anyway). The read buffer is small (commands are
-// rare and short); write buffers come from a pool and go back between
-// writes, so an idle stream holds none.
-func (s *Server) newUpgrader() *websocket.FastHTTPUpgrader {
-	return &websocket.FastHTTPUpgrader{
+// rare and short); the hub frames and writes what it sends itself, with
+// buffers from a pool (api/stream/writer.go), so an idle stream holds no
+// write buffer.
+func (s *Server) newUpgrader() *websocket.Upgrader {
+	return &websocket.Upgrader{
 		ReadBufferSize:  512,
 		WriteBufferSize: 4096,
 		WriteBufferPool: &sync.Pool{},
-		CheckOrigin:     func(*fasthttp.RequestCtx) bool { return true },
-		Error: func(ctx *fasthttp.RequestCtx, status int, reason error) {
-			// Not reached for what stream() checks first; the handshake's
-			// own text is not echoed.
-			writeErrorBody(ctx, fiber.StatusUnprocessableEntity, "invalid_request",
-				"the WebSocket handshake was refused: send a WebSocket version 13 upgrade")
+		CheckOrigin:     func(*http.Request) bool { return true },
+		Error: func(w http.ResponseWriter, _ *http.Request, _ int, _ error) {
+			// Not reached for what stream() checks first; the connection
+			// is closed after this answer.
+			w.Write([]byte("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")) //nolint:errcheck // closed next
 		},
 	}
+}
+
+// hijacked is a stream's connection as the net/http upgrader wants it:
+// the upgrader writes the 101 answer on it itself.
+type hijacked struct {
+	c net.Conn
+	h http.Header
+}
+
+func (w *hijacked) Header() http.Header         { return w.h }
+func (w *hijacked) Write(b []byte) (int, error) { return w.c.Write(b) }
+func (w *hijacked) WriteHeader(int)             {}
+func (w *hijacked) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return w.c, bufio.NewReadWriter(bufio.NewReaderSize(w.c, 16), bufio.NewWriterSize(w.c, 16)), nil
+}
+
+// handshake is what the upgrade needs of the request and of the front
+// door's answer (request id, RateLimit headers), copied: fasthttp reuses
+// both once the handler returns.
+func handshake(fctx *fasthttp.RequestCtx) (*http.Request, http.Header) {
+	req := &http.Request{Method: http.MethodGet, Header: http.Header{}}
+	fctx.Request.Header.VisitAll(func(k, v []byte) {
+		req.Header.Add(string(k), string(v))
+	})
+	answer := http.Header{}
+	fctx.Response.Header.VisitAll(func(k, v []byte) {
+		switch http.CanonicalHeaderKey(string(k)) {
+		case "Content-Type", "Content-Length", "Connection", "Upgrade", "Server", "Date",
+			"Sec-Websocket-Accept", "Sec-Websocket-Extensions", "Sec-Websocket-Protocol":
+		default:
+			answer.Add(string(k), string(v))
+		}
+	})
+	return req, answer
+}
+
+// validKey reports whether a Sec-WebSocket-Key is 16 bytes in base64, as
+// the upgrader requires: a bad one is refused before the connection is
+// taken over.
+func validKey(k []byte) bool {
+	n, err := base64.StdEncoding.Decode(make([]byte, base64.StdEncoding.DecodedLen(len(k))), k)
+	return err == nil && n == 16
 }
 
 // writeErrorBody writes the contract's error body on a raw fasthttp answer.
@@ -72,6 +119,8 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		return fail(KindInvalidRequest, "unsupported WebSocket version: send Sec-WebSocket-Version: 13")
 	case len(fctx.Request.Header.Peek("Sec-Websocket-Key")) == 0:
 		return fail(KindInvalidRequest, "the WebSocket upgrade has no Sec-WebSocket-Key")
+	case !validKey(fctx.Request.Header.Peek("Sec-Websocket-Key")):
+		return fail(KindInvalidRequest, "the WebSocket upgrade's Sec-WebSocket-Key is not 16 bytes in base64")
 	}
 	rec := keyRecordOf(c)
 	cred := rec.credential()
@@ -97,32 +146,56 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	release := s.slotReleaser(info)
 	hooked := onConnClose(fctx.Conn(), release)
 	tuneStreamSocket(fctx.Conn())
-	err = s.upgrader.Upgrade(fctx, func(ws *websocket.Conn) {
-		if !hooked {
-			defer release()
+	// The stream takes the connection itself (fasthttp's own, not its
+	// hijack wrapper) and its own goroutine, and the server lets go of it
+	// (Server.KeepHijackedConns): the wrapper reads through the server's
+	// 16 KiB request buffer, which with the request context would stay
+	// held for the stream's life. The upgrader writes the 101 answer.
+	req, answer := handshake(fctx)
+	fctx.SetStatusCode(fiber.StatusSwitchingProtocols)
+	fctx.HijackSetNoResponse(true)
+	fctx.Hijack(func(hc net.Conn) {
+		nc := hc
+		if u, ok := hc.(interface{ UnsafeConn() net.Conn }); ok {
+			nc = u.UnsafeConn()
 		}
-		conn, err := s.hub.Add(ws, info, release)
+		ws, err := s.upgrader.Upgrade(&hijacked{c: nc, h: http.Header{}}, req, answer)
 		if err != nil {
-			ws.WriteControl(websocket.CloseMessage, //nolint:errcheck // the node is going away either way
-				websocket.FormatCloseMessage(stream.CloseGoingAway, "the server is shutting down"), time.Now().Add(time.Second))
+			nc.Close() //nolint:errcheck // refused
+			if !hooked {
+				release()
+			}
 			return
 		}
-		// A key notice between the key's check and now found no stream
-		// to recheck: this one is rechecked.
-		if s.keys.gen.Load() != keyGen {
-			s.recheckStreams("", info.KeyID)
-		}
-		// A key that expires while its stream is open closes it (4401).
-		expiry := time.AfterFunc(time.Until(expires), func() {
-			conn.Close(stream.CloseRevoked, "the API key expired")
-		})
-		defer expiry.Stop()
-		conn.Serve(s.streamCtx)
+		go s.serveStream(ws, nc, info, release, hooked, expires, keyGen)
 	})
-	if err != nil {
-		release()
-	}
 	return nil
+}
+
+// serveStream runs an upgraded stream until it ends, then closes its
+// connection (which gives the slot back when the connection is hooked).
+func (s *Server) serveStream(ws *websocket.Conn, nc net.Conn, info stream.Info, release func(), hooked bool, expires time.Time, keyGen uint64) {
+	defer nc.Close() //nolint:errcheck // the stream is over
+	if !hooked {
+		defer release()
+	}
+	conn, err := s.hub.Add(ws, info, release)
+	if err != nil {
+		ws.WriteControl(websocket.CloseMessage, //nolint:errcheck // the node is going away either way
+			websocket.FormatCloseMessage(stream.CloseGoingAway, "the server is shutting down"), time.Now().Add(time.Second))
+		return
+	}
+	// A key notice between the key's check and now found no stream to
+	// recheck: this one is rechecked.
+	if s.keys.gen.Load() != keyGen {
+		s.recheckStreams("", info.KeyID)
+	}
+	// A key that expires while its stream is open closes it (4401).
+	expiry := time.AfterFunc(time.Until(expires), func() {
+		conn.Close(stream.CloseRevoked, "the API key expired")
+	})
+	defer expiry.Stop()
+	conn.Serve(s.streamCtx)
 }
 
 // slotReleaser gives a stream's slot back, once, in the background: the

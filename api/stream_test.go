@@ -564,3 +564,38 @@ func TestStreamCommandFloodHeldBack(t *testing.T) {
 		t.Errorf("%v commands answered of %d sent", n, sent/len(bad))
 	}
 }
+
+// The 101 answer carries the front door's headers (the stream takes its
+// connection from the server and writes the answer itself), and a
+// Sec-WebSocket-Key that is not 16 bytes in base64 is refused before.
+func TestStreamUpgradeAnswer(t *testing.T) {
+	_, nodes, secret, _ := streamWorld(t, 1, 1)
+	c, a, err := nodes[0].dialStream(t, secret, dialOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.status != http.StatusSwitchingProtocols || a.header.Get("X-Request-Id") == "" || a.header.Get("RateLimit-Remaining") == "" {
+		t.Errorf("upgrade answer %d %v; want 101 with X-Request-Id and RateLimit-Remaining", a.status, a.header)
+	}
+	c.subscribe("s000")
+	c.expect("subscribed")
+	c.expect("price")
+
+	addr := strings.TrimPrefix(nodes[0].base, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "GET /public/v1/stream HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
+		"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: c2hvcnQ=\r\n\r\n", addr, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second)) //nolint:errcheck // the read reports it
+	buf := make([]byte, 4096)
+	n, _ := io.ReadAtLeast(conn, buf, 12)
+	if got := string(buf[:n]); !strings.HasPrefix(got, "HTTP/1.1 422") || !strings.Contains(got, "invalid_request") {
+		t.Errorf("a key of 5 bytes: %q; want 422 invalid_request", got)
+	}
+}

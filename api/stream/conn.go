@@ -27,9 +27,12 @@ type Info struct {
 // Conn is one stream. Its reader is Serve's goroutine; its writer is a
 // goroutine started when something waits to be written and gone when
 // nothing does (an idle connection costs no writer), never two at once.
+// The writer frames everything that waits itself and writes it to the
+// socket in one write (writer.go), not one write per message.
 type Conn struct {
 	hub  *Hub
 	ws   *websocket.Conn
+	nc   net.Conn // ws's connection: the writer writes its frames there
 	Info Info
 
 	mu sync.Mutex
@@ -74,10 +77,15 @@ type Conn struct {
 	writerDone   sync.WaitGroup
 	onEnd        func()
 	endOnce      sync.Once
-	// seq, hdr and deadlineSet (unix ns) are the writer's.
+	// seq, hdr, deadlineSet (unix ns), slow and sent are the writer's.
 	seq         uint64
 	hdr         []byte
 	deadlineSet int64
+	// slow: a write of this connection took long (the client reads
+	// slowly); until it catches up, each message is written alone, so that
+	// StallAfter is the wait for one message, not for a batch.
+	slow bool
+	sent []sentMsg
 }
 
 // sub is one subscribed market of one connection. The hub's topic holds
@@ -118,7 +126,7 @@ type outMsg struct {
 }
 
 func newConn(h *Hub, ws *websocket.Conn, info Info, onEnd func()) *Conn {
-	c := &Conn{hub: h, ws: ws, Info: info, subs: map[string]*sub{}, onEnd: onEnd,
+	c := &Conn{hub: h, ws: ws, nc: ws.NetConn(), Info: info, subs: map[string]*sub{}, onEnd: onEnd,
 		room: make(chan struct{}, 1), quit: make(chan struct{})}
 	c.nextPing.Store(time.Now().Add(h.cfg.PingEvery).UnixNano())
 	return c
@@ -391,154 +399,6 @@ func (c *Conn) closeWith(code int, reason string, wait time.Duration) {
 	c.kick()
 }
 
-// write is the writer: it writes what waits until nothing does, then
-// exits. Only it writes data frames and assigns seq.
-func (c *Conn) write() {
-	defer c.writerDone.Done()
-	var batch []outMsg
-	var bodies []pendingPrice
-	for {
-		c.mu.Lock()
-		if c.ended {
-			c.writing = false
-			c.mu.Unlock()
-			return
-		}
-		if c.closeCode != 0 {
-			code, reason, sent := c.closeCode, c.closeReason, c.closeSent
-			c.closeSent = true
-			c.mu.Unlock()
-			if !sent {
-				c.sendClose(code, reason)
-			}
-			c.mu.Lock()
-			c.writing = false
-			c.mu.Unlock()
-			return
-		}
-		ping := c.pingDue
-		c.pingDue = false
-		batch = append(batch[:0], c.control...)
-		clear(c.control)
-		c.control, c.controlBytes = c.control[:0], 0
-		select {
-		case c.room <- struct{}{}:
-		default:
-		}
-		bodies = bodies[:0]
-		keep := c.order[:0]
-		for _, st := range c.order {
-			switch {
-			case !st.pending || st.removed:
-				// taken already, or unsubscribed
-			case !st.acked:
-				keep = append(keep, st)
-			default:
-				bodies = append(bodies, pendingPrice{body: st.body, at: st.at})
-				st.pending, st.body = false, nil
-			}
-		}
-		clear(c.order[len(keep):])
-		c.order = keep
-		if !ping && len(batch) == 0 && len(bodies) == 0 {
-			c.writing = false
-			c.mu.Unlock()
-			return
-		}
-		c.mu.Unlock()
-
-		if err := c.writeBatch(ping, batch, bodies); err != nil {
-			c.cut()
-			c.mu.Lock()
-			c.writing = false
-			c.mu.Unlock()
-			return
-		}
-	}
-}
-
-// writeBatch writes a ping, then acks and errors, then prices.
-func (c *Conn) writeBatch(ping bool, batch []outMsg, prices []pendingPrice) error {
-	cfg := &c.hub.cfg
-	defer c.writingSince.Store(0)
-	// A close stops the batch between messages: the close frame goes next.
-	if ping {
-		if err := c.startWrite(); err != nil {
-			return err
-		}
-		if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.StallAfter+cfg.StallGrace)); err != nil {
-			return err
-		}
-	}
-	for _, m := range batch {
-		if c.closing.Load() {
-			return nil
-		}
-		if err := c.writeMessage(m.typ, m.rest, nil); err != nil {
-			return err
-		}
-		c.hub.m.sent(m.typ)
-	}
-	for _, p := range prices {
-		if c.closing.Load() {
-			return nil
-		}
-		if err := c.writeMessage("price", nil, p.body); err != nil {
-			return err
-		}
-		c.hub.m.sentPrice(p.at)
-	}
-	return nil
-}
-
-// startWrite marks the start of a message's write for the sweep, and
-// moves the write deadline (only a backstop: the sweep closes a stalled
-// writer with 4008 first) so that it is always more than StallAfter +
-// StallGrace + 1 s away: one message, not a batch, must be taken within it,
-// so a client that reads slowly but steadily is never cut. (The deadline
-// moves at most once a second: it is not free.)
-func (c *Conn) startWrite() error {
-	now := time.Now().UnixNano()
-	c.writingSince.Store(now)
-	if now-c.deadlineSet < int64(time.Second) {
-		return nil
-	}
-	c.deadlineSet = now
-	cfg := &c.hub.cfg
-	return c.ws.SetWriteDeadline(time.Unix(0, now).Add(cfg.StallAfter + cfg.StallGrace + 2*time.Second))
-}
-
-// writeMessage writes {"type":typ,"seq":N then rest (which starts with a
-// comma), or then a comma and body without its opening brace.
-func (c *Conn) writeMessage(typ string, rest, body []byte) error {
-	if err := c.startWrite(); err != nil {
-		return err
-	}
-	w, err := c.ws.NextWriter(websocket.TextMessage)
-	if err != nil {
-		return err
-	}
-	c.seq++
-	h := append(c.hdr[:0], `{"type":"`...)
-	h = append(h, typ...)
-	h = append(h, `","seq":`...)
-	h = strconv.AppendUint(h, c.seq, 10)
-	if body != nil {
-		h = append(h, ',')
-	}
-	c.hdr = h
-	if _, err := w.Write(h); err != nil {
-		return err
-	}
-	if body != nil {
-		rest = body[1:]
-	}
-	if _, err := w.Write(rest); err != nil {
-		return err
-	}
-	return w.Close()
-}
-
 // sendClose writes the close frame; the client's answer ends Serve's
 // read, and Close's timer cuts the connection if none comes.
 func (c *Conn) sendClose(code int, reason string) {
@@ -552,9 +412,9 @@ func (c *Conn) sendClose(code int, reason string) {
 }
 
 // cut ends the connection at once: its read and any write fail now, so
-// Serve returns, and the server closes the connection then. (Closing it
-// here would not do: fasthttp closes a hijacked connection itself when the
-// handler returns, and its Close before that does nothing.)
+// Serve returns, and whoever called Serve closes the connection then
+// (closing it here would free its descriptor under a writer that may
+// still hold it).
 func (c *Conn) cut() {
 	c.quitOnce.Do(func() { close(c.quit) })
 	c.mu.Lock()

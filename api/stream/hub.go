@@ -50,9 +50,16 @@ type Config struct {
 	Resync time.Duration
 	// ReadTimeout bounds one fan-out read.
 	ReadTimeout time.Duration
-	// Workers are the goroutines that read changed markets and fan them
-	// out (2).
+	// Workers are the fan-out workers (2): each owns the markets of some
+	// of the hub's shards, so a market's versions are fanned out by one
+	// goroutine, in the order their notices came. As many goroutines read
+	// the markets noticed without their items, and as many read current
+	// prices for subscribes.
 	Workers int
+	// Queue is how many notices' worth of items wait for one fan-out
+	// worker (1024); a worker whose queue is full drops the items and the
+	// hub resyncs.
+	Queue int
 }
 
 // DefaultConfig is the one home of the streams' defaults (contract §3).
@@ -60,7 +67,7 @@ func DefaultConfig() Config {
 	return Config{
 		PingEvery: 15 * time.Second, PongWait: 45 * time.Second,
 		StallAfter: 30 * time.Second, StallGrace: 500 * time.Millisecond, CloseWait: 500 * time.Millisecond,
-		Resync: 2 * time.Second, ReadTimeout: 2 * time.Second, Workers: 2,
+		Resync: 2 * time.Second, ReadTimeout: 2 * time.Second, Workers: 2, Queue: 1024,
 	}
 }
 
@@ -81,6 +88,9 @@ func (c Config) check() error {
 	}
 	if c.Workers < 1 {
 		return fmt.Errorf("stream: Config.Workers is %d, want at least 1", c.Workers)
+	}
+	if c.Queue < 1 {
+		return fmt.Errorf("stream: Config.Queue is %d, want at least 1", c.Queue)
 	}
 	return nil
 }
@@ -112,6 +122,11 @@ type Hub struct {
 	closed  bool
 	drained chan struct{} // closed when closed and the last connection ends
 
+	// fanq are the fan-out workers' queues: worker w owns the shards i
+	// with i % len(fanq) == w.
+	fanq []chan []item
+	// changes are the markets noticed without their items: read, then
+	// fanned out (the fallback).
 	changes chan change
 	// reads are subscribes' reads of current prices, shared (current).
 	reads     chan *currentRead
@@ -127,9 +142,11 @@ type shard struct {
 
 // topic is one market's subscribers on this node.
 type topic struct {
-	// subs are the connections' subscriptions to it. The slice is
-	// replaced, never changed in place (copy on write), so a fan-out reads
-	// it without copying.
+	// subs are the connections' subscriptions to it. A fan-out reads the
+	// slice it found without copying or a lock: a subscribe only appends
+	// (which writes past every length handed out) and an unsubscribe
+	// replaces the slice, so no element a reader sees ever changes. (A copy
+	// per subscribe made 50 subscribers of a market cost 10 KB of garbage.)
 	subs []*sub
 	// gen is the newest revision fanned out: an older or equal one read
 	// later (two reads racing, a resync) is not sent again.
@@ -152,6 +169,17 @@ type change struct {
 	at  int64 // unix ns
 }
 
+// item is one market's price item carried by a notice, for its fan-out
+// worker.
+type item struct {
+	id  string
+	gen int64
+	// body is nil when the item is not shown (the market left the served
+	// set, or has no price yet).
+	body []byte
+	at   int64 // when its notice arrived (unix ns)
+}
+
 // New returns a Hub reading through src; Run starts its background work.
 func New(src Prices, cfg Config, log *slog.Logger) (*Hub, error) {
 	if err := cfg.check(); err != nil {
@@ -167,7 +195,10 @@ func New(src Prices, cfg Config, log *slog.Logger) (*Hub, error) {
 		src: src, cfg: cfg, log: log, m: newMetrics(), seed: maphash.MakeSeed(),
 		conns: map[*Conn]struct{}{}, drained: make(chan struct{}),
 		changes: make(chan change, 4096), resync: make(chan struct{}, 1),
-		reads: make(chan *currentRead, 1024),
+		reads: make(chan *currentRead, 1024), fanq: make([]chan []item, cfg.Workers),
+	}
+	for w := range h.fanq {
+		h.fanq[w] = make(chan []item, cfg.Queue)
 	}
 	for i := range h.shards {
 		h.shards[i].topics = map[string]*topic{}
@@ -175,26 +206,78 @@ func New(src Prices, cfg Config, log *slog.Logger) (*Hub, error) {
 	return h, nil
 }
 
-func (h *Hub) shard(id string) *shard {
-	return &h.shards[maphash.String(h.seed, id)%numShards]
+func (h *Hub) shardOf(id string) int {
+	return int(maphash.String(h.seed, id) % numShards)
 }
 
-// OnChange takes a change notice (cache.Reader.OnChange: after node memory
-// dropped what it names). It never blocks: the markets some connection
-// here subscribes to go to the fan-out workers; a flush, or a queue that is
-// full, makes every subscribed market be read again.
+func (h *Hub) shard(id string) *shard {
+	return &h.shards[h.shardOf(id)]
+}
+
+// subscribedHere reports whether some connection here subscribes to id.
+func (s *shard) subscribedHere(id string) bool {
+	s.mu.RLock()
+	_, ok := s.topics[id]
+	s.mu.RUnlock()
+	return ok
+}
+
+// OnChange takes a change notice (cache.Reader.OnChange). It never blocks
+// and never reads: the items the notice carries of markets some connection
+// here subscribes to go to their fan-out workers, which hand the same bytes
+// to every subscriber; only a market the notice names without its item is
+// read (the fallback). A flush, or a queue that is full (items dropped),
+// makes every subscribed market be read again (resync).
 func (h *Hub) OnChange(n notice.Change) {
 	if n.Flush {
 		h.requestResync()
 		return
 	}
+	at := time.Now().UnixNano()
+	var carried map[string]struct{}
+	if len(n.Prices) > 0 && len(n.Markets) > 0 {
+		carried = make(map[string]struct{}, len(n.Prices))
+	}
+	var byWorker [][]item
+	for _, p := range n.Prices {
+		if !wireObject(p.Body) && p.Body != nil {
+			continue // not an item the writer can frame: read it instead
+		}
+		if carried != nil {
+			carried[p.ID] = struct{}{}
+		}
+		si := h.shardOf(p.ID)
+		if !h.shards[si].subscribedHere(p.ID) {
+			continue
+		}
+		it := item{id: p.ID, gen: p.Gen, at: at}
+		if p.Served {
+			it.body = p.Body
+		}
+		if byWorker == nil {
+			byWorker = make([][]item, len(h.fanq))
+		}
+		w := si % len(h.fanq)
+		byWorker[w] = append(byWorker[w], it)
+	}
+	for w, items := range byWorker {
+		if len(items) == 0 {
+			continue
+		}
+		h.m.carried.Add(float64(len(items)))
+		select {
+		case h.fanq[w] <- items:
+		default:
+			h.m.dropped.Inc()
+			h.requestResync()
+		}
+	}
 	var ids []string
 	for _, id := range n.Markets {
-		s := h.shard(id)
-		s.mu.RLock()
-		_, ok := s.topics[id]
-		s.mu.RUnlock()
-		if ok {
+		if _, ok := carried[id]; ok {
+			continue
+		}
+		if h.shard(id).subscribedHere(id) {
 			ids = append(ids, id)
 		}
 	}
@@ -202,11 +285,17 @@ func (h *Hub) OnChange(n notice.Change) {
 		return
 	}
 	select {
-	case h.changes <- change{ids: ids, at: time.Now().UnixNano()}:
+	case h.changes <- change{ids: ids, at: at}:
 	default:
 		h.m.dropped.Inc()
 		h.requestResync()
 	}
+}
+
+// wireObject reports whether body can be a price message's fields: a JSON
+// object, which the writer opens with type and seq (appendMessage).
+func wireObject(body []byte) bool {
+	return len(body) >= 2 && body[0] == '{'
 }
 
 func (h *Hub) requestResync() {
@@ -220,8 +309,11 @@ func (h *Hub) requestResync() {
 // stalled writers until ctx is done.
 func (h *Hub) Run(ctx context.Context) {
 	var wg sync.WaitGroup
+	for _, q := range h.fanq {
+		wg.Go(func() { h.fanOutWorker(ctx, q) })
+	}
 	for range h.cfg.Workers {
-		wg.Go(func() { h.fanOutLoop(ctx) })
+		wg.Go(func() { h.readLoop(ctx) })
 	}
 	for range h.cfg.Workers {
 		wg.Go(func() { h.currentLoop(ctx) })
@@ -231,10 +323,35 @@ func (h *Hub) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// maxRead is how many markets one fan-out read asks for.
+// fanOutWorker fans out the items of its markets in the order their
+// notices came: no read, the notice's bytes to every subscriber.
+func (h *Hub) fanOutWorker(ctx context.Context, q chan []item) {
+	for {
+		var items []item
+		select {
+		case <-ctx.Done():
+			return
+		case items = <-q:
+		}
+		for _, it := range items {
+			if it.body == nil {
+				// Left the served set (or no price yet): a later
+				// subscribe must not take the topic's old item.
+				h.forgetItem(it.id, it.gen)
+				continue
+			}
+			h.fanOut(it.id, it.gen, it.body, maphash.Bytes(h.seed, it.body), it.at)
+		}
+	}
+}
+
+// maxRead is how many markets one fallback read asks for.
 const maxRead = 500
 
-func (h *Hub) fanOutLoop(ctx context.Context) {
+// readLoop reads the markets noticed without their items and fans them
+// out: a newer version than the workers handed out wins either way
+// (fanOut keeps a market's revisions increasing).
+func (h *Hub) readLoop(ctx context.Context) {
 	ids := make([]string, 0, maxRead)
 	at := map[string]int64{}
 	for {
@@ -289,6 +406,7 @@ func (h *Hub) readAndFanOut(ctx context.Context, ids []string, at map[string]int
 			h.requestResync()
 			continue
 		}
+		h.m.read.Add(float64(len(chunk)))
 		for i, it := range items {
 			if !it.Shown() {
 				// Left the served set (or no price yet): a later
@@ -612,9 +730,7 @@ func (h *Hub) subscribe(subs []*sub) {
 			t = &topic{}
 			s.topics[st.id] = t
 		}
-		next := make([]*sub, len(t.subs), len(t.subs)+1)
-		copy(next, t.subs)
-		t.subs = append(next, st)
+		t.subs = append(t.subs, st)
 		s.mu.Unlock()
 	}
 }

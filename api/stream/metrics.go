@@ -15,6 +15,9 @@ type metrics struct {
 	readFailures  prometheus.Counter
 	resyncs       prometheus.Counter
 	dropped       prometheus.Counter
+	carried       prometheus.Counter
+	read          prometheus.Counter
+	writes        prometheus.Counter
 	messages      *prometheus.CounterVec
 	prices        prometheus.Counter
 	closes        *prometheus.CounterVec
@@ -41,6 +44,15 @@ func newMetrics() *metrics {
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "marketdata_stream_changes_dropped_total", Help: "Change notices the fan-out queue had no room for (a resync follows at once).",
 		}),
+		carried: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "marketdata_stream_items_carried_total", Help: "Price items of subscribed markets fanned out from the bytes their change notice carried (no read).",
+		}),
+		read: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "marketdata_stream_items_read_total", Help: "Price items of subscribed markets read through the read path to be fanned out (a notice without the item, a resync).",
+		}),
+		writes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "marketdata_stream_writes_total", Help: "Writes to stream sockets: each carries every frame that waited, up to 4 KiB.",
+		}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "marketdata_stream_messages_total", Help: "Messages written to streams, by type.",
 		}, []string{"type"}),
@@ -60,7 +72,7 @@ func newMetrics() *metrics {
 // Register adds the hub's metrics to reg.
 func (h *Hub) Register(reg prometheus.Registerer) error {
 	m := h.m
-	for _, c := range []prometheus.Collector{m.open, m.conflated, m.commandErrors, m.readFailures, m.resyncs, m.dropped, m.messages, m.closes, m.fanOut} {
+	for _, c := range []prometheus.Collector{m.open, m.conflated, m.commandErrors, m.readFailures, m.resyncs, m.dropped, m.carried, m.read, m.writes, m.messages, m.closes, m.fanOut} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -5,12 +5,13 @@
 //
 // A Hub holds the node's connections and their subscriptions, sharded by
 // market. It follows the read path's change notices (cache.Reader.OnChange):
-// for the markets a notice names that some connection here subscribes to,
-// it reads the price items once (one batched read through the Reader) and
-// hands the same bytes to every subscriber. Each connection keeps, per
-// market, only the newest version waiting to be written, so what it holds
-// is bounded by its subscriptions whatever the rate; one writer at a time
-// writes it out. The api package does the front door and the upgrade, and
+// the price items a notice carries of markets some connection here
+// subscribes to go to the fan-out worker that owns the market, which hands
+// the same bytes to every subscriber, with no read; only a market named
+// without its item is read (one batched read through the Reader). Each
+// connection keeps, per market, only the newest version waiting to be
+// written, so what it holds is bounded by its subscriptions whatever the
+// rate; one writer at a time frames what waits and writes it in one write. The api package does the front door and the upgrade, and
 // closes connections whose key is revoked or whose access is withdrawn.
 package stream
 
