@@ -90,17 +90,6 @@ func validKey(k []byte) bool {
 	return err == nil && n == 16
 }
 
-// writeErrorBody writes the contract's error body on a raw fasthttp answer.
-func writeErrorBody(ctx *fasthttp.RequestCtx, status int, code, message string) {
-	ctx.SetStatusCode(status)
-	ctx.SetContentType(fiber.MIMEApplicationJSONCharsetUTF8)
-	var body errorBody
-	body.Error.Code, body.Error.Message = code, message
-	b, _ := marshalJSON(body) // strings only
-	ctx.Response.Header.Set(fiber.HeaderCacheControl, "no-store")
-	ctx.SetBody(b)
-}
-
 // stream is GET /public/v1/stream: after the front door (the guard, then
 // the window: the upgrade counts as one request), a request that is not a
 // WebSocket upgrade is 422, the account's 11th open stream is 429, and
@@ -161,7 +150,7 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		}
 		ws, err := s.upgrader.Upgrade(&hijacked{c: nc, h: http.Header{}}, req, answer)
 		if err != nil {
-			nc.Close() //nolint:errcheck // refused
+			nc.Close() // refused
 			if !hooked {
 				release()
 			}
@@ -175,7 +164,7 @@ func (s *Server) stream(c *fiber.Ctx) error {
 // serveStream runs an upgraded stream until it ends, then closes its
 // connection (which gives the slot back when the connection is hooked).
 func (s *Server) serveStream(ws *websocket.Conn, nc net.Conn, info stream.Info, release func(), hooked bool, expires time.Time, keyGen uint64) {
-	defer nc.Close() //nolint:errcheck // the stream is over
+	defer nc.Close() // the stream is over
 	if !hooked {
 		defer release()
 	}

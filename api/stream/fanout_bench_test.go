@@ -115,7 +115,7 @@ func BenchmarkFanOut(b *testing.B) {
 	cpu := cpuTime() - cpu0
 	writes := h.writes.Load() - writes0
 	for _, ws := range clients {
-		ws.Close()
+		ws.Close() //nolint:errcheck // the benchmark is over
 	}
 	wg.Wait()
 	slices.Sort(lats)

@@ -138,7 +138,7 @@ func startHub(t testing.TB, src Prices, cfg Config) *testHub {
 		if err != nil {
 			return
 		}
-		defer ws.Close() // as the api package closes a stream's connection
+		defer ws.Close() //nolint:errcheck // as the api package closes a stream's connection
 		c, err := h.Add(ws, Info{ID: "test"}, nil)
 		if err != nil {
 			return
@@ -182,7 +182,7 @@ func (th *testHub) dial(t *testing.T) *client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ws.Close() })
+	t.Cleanup(func() { ws.Close() }) //nolint:errcheck // the test is over
 	return &client{t: t, ws: ws}
 }
 
