@@ -467,7 +467,7 @@ func (a *AntiEntropy) notify(n notice.Change) {
 	if a.nc == nil {
 		return
 	}
-	if err := a.nc.Publish(a.cfg.NoticeSubject, n.Encode()); err != nil {
+	if err := a.nc.Publish(a.cfg.NoticeSubject, n.EncodeWithin(a.nc.MaxPayload())); err != nil {
 		a.log.Warn("anti-entropy change notice not published", "err", err)
 	}
 }

@@ -14,7 +14,7 @@ func PublishFlush(nc *nats.Conn, subject string) error {
 // notify publishes the change notice of a cache write (cache.Apply made it:
 // the ids it rewrote, their price items, the markets with trades).
 func (w *Worker) notify(n notice.Change) {
-	if err := w.nc.Publish(w.cfg.NoticeSubject, n.Encode()); err != nil {
+	if err := w.nc.Publish(w.cfg.NoticeSubject, n.EncodeWithin(w.nc.MaxPayload())); err != nil {
 		w.log.Warn("ingest change notice not published", "err", err)
 	}
 }

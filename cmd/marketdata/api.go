@@ -160,7 +160,7 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	reader, err := cache.NewReader(newCache(rdb, cfg), fallback, readerCfg, cache.ReaderDeps{
 		Log: log,
 		Publish: func(n notice.Change) error {
-			return notice.Publish(nc, noticeSubject, n.Encode())
+			return notice.Publish(nc, noticeSubject, n.EncodeWithin(nc.MaxPayload()))
 		},
 	})
 	if err != nil {

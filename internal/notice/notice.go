@@ -67,6 +67,19 @@ func (c Change) Encode() []byte {
 	return b
 }
 
+// EncodeWithin is Encode for a message of at most max bytes (the NATS
+// server's max_payload; 0 or less: no bound): a notice whose items do not
+// fit goes without them (Prices nil), and its readers read the markets it
+// names from Redis instead.
+func (c Change) EncodeWithin(max int64) []byte {
+	b := c.Encode()
+	if max > 0 && int64(len(b)) > max && c.Prices != nil {
+		c.Prices = nil
+		b = c.Encode()
+	}
+	return b
+}
+
 // DecodeChange reads a Change message.
 func DecodeChange(data []byte) (Change, error) {
 	var c Change
