@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,42 +33,54 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	w.log.Info("ingest consuming", "stream", w.cfg.Stream, "consumer", w.cfg.Consumer,
 		"batch_size", w.cfg.BatchSize, "appliers", w.cfg.Appliers, "linger", w.cfg.Linger.String())
-	// One collector fills batches; several appliers write them, so a batch is
-	// collected and decoded while others wait on Postgres or Redis. Appliers
-	// may write updates of the same documents at once: the store's document
-	// locks and revisions make that safe, exactly as for separate processes.
-	// While every applier is busy, messages gather in the client's buffer and
-	// the next batch is larger.
-	batches := make(chan batch)
+	// One collector routes each message to an applier by the entity it
+	// names (shardOf), and each applier forms and writes its own batches, so
+	// a batch is collected while others wait on Postgres or Redis. Updates of
+	// one market (its prices, trades and market message) always go to the
+	// same applier: two appliers of a process never write the same price
+	// document at once, so they never wait for each other's document locks,
+	// however hot a market is. (Event messages, which renumber all their
+	// markets' documents, may still meet another applier's locks; so may
+	// other processes. The store's locks and revisions keep that correct.)
+	// While an applier is busy, its messages gather and its next batch is
+	// larger.
+	shards := make([]chan jetstream.Msg, w.cfg.Appliers)
 	var wg sync.WaitGroup
-	for range w.cfg.Appliers {
+	for i := range shards {
+		shards[i] = make(chan jetstream.Msg, w.cfg.BatchSize)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for b := range batches {
-				// A batch is finished even when shutdown begins meanwhile.
-				w.process(context.WithoutCancel(ctx), b.msgs, b.started)
-			}
+			w.applier(ctx, shards[i])
 		}()
 	}
-	err = w.collect(ctx, iter, batches)
-	close(batches)
+	err = w.collect(ctx, iter, shards)
+	for _, c := range shards {
+		close(c)
+	}
 	wg.Wait()
 	return err
 }
 
-// batch is what the collector hands an applier.
-type batch struct {
-	msgs    []jetstream.Msg
-	started time.Time
+// shardOf names the applier of a message: by the id in its subject (a
+// market's for prices, trades and markets; an event's for events).
+func (w *Worker) shardOf(subject string, n int) int {
+	if n == 1 {
+		return 0
+	}
+	key := subject
+	if i := strings.LastIndexByte(subject, '.'); i >= 0 {
+		key = subject[i+1:]
+	}
+	h := fnv.New32a()
+	h.Write([]byte(key)) //nolint:errcheck // a hash.Hash never fails to write
+	return int(h.Sum32() % uint32(n))
 }
 
-// collect reads batches until ctx is done. A batch takes what arrives within
-// Linger of its first message, up to BatchSize: small batches when traffic
-// is light (freshness), full ones when a backlog waits (throughput).
-func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, out chan<- batch) error {
+// collect routes messages to the appliers' queues until ctx is done.
+func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, shards []chan jetstream.Msg) error {
 	for {
-		first, err := iter.Next(jetstream.NextContext(ctx))
+		m, err := iter.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			if ctx.Err() != nil {
 				w.handBack(iter)
@@ -78,29 +92,53 @@ func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, ou
 			w.log.Warn("ingest pull", "err", err)
 			continue
 		}
-		b := batch{msgs: []jetstream.Msg{first}, started: time.Now()}
-		deadline := b.started.Add(w.cfg.Linger)
-		for len(b.msgs) < w.cfg.BatchSize {
-			wait := time.Until(deadline)
-			if wait <= 0 {
-				break
-			}
-			m, err := iter.Next(jetstream.NextMaxWait(wait))
-			if err != nil {
-				break
-			}
-			b.msgs = append(b.msgs, m)
-		}
 		select {
-		case out <- b:
+		case shards[w.shardOf(m.Subject(), len(shards))] <- m:
 		case <-ctx.Done():
-			for _, m := range b.msgs {
-				m.Nak() //nolint:errcheck // redelivered after AckWait anyway
-			}
+			m.Nak() //nolint:errcheck // redelivered after AckWait anyway
 			w.handBack(iter)
 			return nil
 		}
 	}
+}
+
+// applier writes the batches of one shard until its queue is closed. A batch
+// takes what arrives within Linger of its first message, up to BatchSize:
+// small batches when traffic is light (freshness), full ones when a backlog
+// waits (throughput). The batch in hand when shutdown begins is finished;
+// what is queued after it is handed back.
+func (w *Worker) applier(ctx context.Context, in <-chan jetstream.Msg) {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for first := range in {
+		if ctx.Err() != nil {
+			first.Nak() //nolint:errcheck // redelivered after AckWait anyway
+			continue
+		}
+		b := batch{msgs: []jetstream.Msg{first}, started: time.Now()}
+		timer.Reset(w.cfg.Linger)
+	fill:
+		for len(b.msgs) < w.cfg.BatchSize {
+			select {
+			case m, ok := <-in:
+				if !ok {
+					break fill
+				}
+				b.msgs = append(b.msgs, m)
+			case <-timer.C:
+				break fill
+			}
+		}
+		timer.Stop()
+		// A batch is finished even when shutdown begins meanwhile.
+		w.process(context.WithoutCancel(ctx), b.msgs, b.started)
+	}
+}
+
+// batch is what an applier writes at once.
+type batch struct {
+	msgs    []jetstream.Msg
+	started time.Time
 }
 
 // handBack stops pulling and gives the messages already buffered in this
