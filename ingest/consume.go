@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -35,13 +36,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		"batch_size", w.cfg.BatchSize, "appliers", w.cfg.Appliers, "linger", w.cfg.Linger.String())
 	// One collector routes each message to an applier by the entity it
 	// names (shardOf), and each applier forms and writes its own batches, so
-	// a batch is collected while others wait on Postgres or Redis. Updates of
-	// one market (its prices, trades and market message) always go to the
-	// same applier: two appliers of a process never write the same price
-	// document at once, so they never wait for each other's document locks,
-	// however hot a market is. (Event messages, which renumber all their
-	// markets' documents, may still meet another applier's locks; so may
-	// other processes. The store's locks and revisions keep that correct.)
+	// a batch is collected while others wait on Postgres or Redis. Prices
+	// and trades of one market always go to the same applier: two appliers
+	// of a process never write the same price document at once, so they
+	// never wait for each other's document locks, however hot a market is.
+	// (Event and market messages, which renumber several documents, may
+	// still meet another applier's locks; so may other processes. The
+	// store's locks and revisions keep that correct.)
 	// While an applier is busy, its messages gather and its next batch is
 	// larger.
 	shards := make([]chan jetstream.Msg, w.cfg.Appliers)
@@ -62,15 +63,30 @@ func (w *Worker) Run(ctx context.Context) error {
 	return err
 }
 
-// shardOf names the applier of a message: by the id in its subject (a
-// market's for prices, trades and markets; an event's for events).
-func (w *Worker) shardOf(subject string, n int) int {
+// shardOf names the applier of a message: the id in its subject (a
+// market's for prices and trades, an event's for events), except that a
+// market message goes by the event its body names, with that event's other
+// markets and the event itself: a market update renumbers its event's
+// document, so a load of many markets of one event would otherwise make every
+// applier wait for the others' event locks. Such a message may then meet the
+// market's price batches in another applier; market changes are rare, and
+// the store's locks keep that correct.
+func (w *Worker) shardOf(m jetstream.Msg, n int) int {
 	if n == 1 {
 		return 0
 	}
+	subject := m.Subject()
 	key := subject
 	if i := strings.LastIndexByte(subject, '.'); i >= 0 {
 		key = subject[i+1:]
+		if strings.HasSuffix(subject[:i], "."+KindMarket) {
+			var body struct {
+				EventID string `json:"event_id"`
+			}
+			if json.Unmarshal(m.Data(), &body) == nil && body.EventID != "" {
+				key = body.EventID
+			}
+		}
 	}
 	h := fnv.New32a()
 	h.Write([]byte(key)) //nolint:errcheck // a hash.Hash never fails to write
@@ -93,7 +109,7 @@ func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, sh
 			continue
 		}
 		select {
-		case shards[w.shardOf(m.Subject(), len(shards))] <- m:
+		case shards[w.shardOf(m, len(shards))] <- m:
 		case <-ctx.Done():
 			m.Nak() //nolint:errcheck // redelivered after AckWait anyway
 			w.handBack(iter)

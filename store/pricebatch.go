@@ -27,7 +27,9 @@ import (
 //  3. insert the trades and read them back.
 
 // priceDocsSQL is statement 2. $5 holds each market's cached deps stamp (-1
-// when none).
+// when none). The conditional reads are written as a NULL join key, not as
+// an extra join condition: Postgres would fetch the inner row first and test
+// the condition after, while an index lookup of NULL touches no page.
 const priceDocsSQL = `
 	WITH u AS (
 	    SELECT *
@@ -35,7 +37,7 @@ const priceDocsSQL = `
 	        AS u(market_id, version, ts, quotes, cached)
 	), up AS (
 	    INSERT INTO prices AS t (market_id, version, ts, quotes)
-	    SELECT u.market_id, u.version, u.ts, u.quotes::jsonb
+	    SELECT u.market_id, u.version, u.ts, u.quotes::json
 	    FROM u
 	    ON CONFLICT (market_id) DO UPDATE SET
 	        version = EXCLUDED.version,
@@ -51,9 +53,9 @@ const priceDocsSQL = `
 	FROM u
 	JOIN doc_revs d ON d.doc = 'm:' || u.market_id
 	LEFT JOIN up ON up.market_id = u.market_id
-	LEFT JOIN markets m ON m.universal_id = u.market_id AND d.deps <> u.cached
+	LEFT JOIN markets m ON m.universal_id = CASE WHEN d.deps <> u.cached THEN u.market_id END
 	LEFT JOIN events e ON e.universal_id = m.event_id
-	LEFT JOIN prices p ON p.market_id = u.market_id AND up.market_id IS NULL`
+	LEFT JOIN prices p ON p.market_id = CASE WHEN up.market_id IS NULL THEN u.market_id END`
 
 const insertTradesSQL = `
 	INSERT INTO trades (trade_id, market_id, venue, price, size, side, ts)
