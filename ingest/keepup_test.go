@@ -50,11 +50,11 @@ func newHotWorld(t *testing.T, prefix string, events, perEvent, updates, hot int
 	version := map[string]int64{}
 	start := time.Date(2026, 11, 1, 11, 0, 0, 0, time.UTC)
 	for i := range updates {
-		// Every fourth update is one of the hot markets: each batch of a
-		// few dozen messages holds all of them.
+		// Every fourth update is one of the hot markets, spread over the
+		// world: each batch of a few dozen messages holds all of them.
 		mk := ids[rng.IntN(len(ids))]
 		if i%4 == 0 {
-			mk = ids[(i/4)%hot]
+			mk = ids[(i/4)%hot*(len(ids)/hot)]
 		}
 		version[mk]++
 		v := version[mk]
@@ -86,8 +86,10 @@ func publishChunks(t *testing.T, e *env, msgs []feed.Msg) {
 type lockWaits struct {
 	mu      sync.Mutex
 	samples int
-	waits   int
-	types   map[string]int
+	// waits counts samples with a wait for a lock other than a relation
+	// extension lock; types counts every wait seen, by lock type and relation.
+	waits int
+	types map[string]int
 }
 
 func (e *env) sampleLockWaits(t *testing.T, stop <-chan struct{}) *lockWaits {
@@ -120,11 +122,18 @@ func (e *env) sampleLockWaits(t *testing.T, stop <-chan struct{}) *lockWaits {
 			rows.Close()
 			lw.mu.Lock()
 			lw.samples++
-			if len(types) > 0 {
-				lw.waits++
-				for _, lt := range types {
-					lw.types[lt]++
+			waited := false
+			for _, lt := range types {
+				lw.types[lt]++
+				// A relation extension lock is held while one page is
+				// added to a table (an update that found no room in its
+				// page): microseconds, and not a document or row lock.
+				if !strings.HasPrefix(lt, "extend") {
+					waited = true
 				}
+			}
+			if waited {
+				lw.waits++
 			}
 			lw.mu.Unlock()
 		}
@@ -141,8 +150,10 @@ func (e *env) checkState(t *testing.T, w hotWorld) {
 
 // TestKeepUpHotMarkets: four appliers in one process take a price stream in
 // which eight hot markets are in every batch. No session of the database
-// ever waits for a lock (appliers are sharded by market, and a price batch
-// holds its document locks only while Postgres executes it), the rate stays
+// ever waits for a row or document lock (appliers are sharded by market, and
+// a price batch holds its document locks only while Postgres executes it;
+// only a relation extension lock, held while a page is added to a table, may
+// be waited for, and is logged), the rate stays
 // above a floor a busy machine still clears, and the result is exactly what
 // a rebuild from Postgres gives.
 func TestKeepUpHotMarkets(t *testing.T) {
@@ -150,7 +161,7 @@ func TestKeepUpHotMarkets(t *testing.T) {
 	e := newEnv(t)
 	e.cfg.Appliers = 4
 	e.cfg.BatchSize = 500
-	w := newHotWorld(t, e.cfg.SubjectPrefix, 200, 5, 40_000, 8)
+	w := newHotWorld(t, e.cfg.SubjectPrefix, 1000, 5, 40_000, 8)
 	e.startWorker(t)
 	publishChunks(t, e, w.seed)
 	e.waitDrained(t, 60*time.Second)
@@ -171,7 +182,7 @@ func TestKeepUpHotMarkets(t *testing.T) {
 		t.Errorf("pg_locks sampled only %d times", lw.samples)
 	}
 	if lw.waits > 0 {
-		t.Errorf("lock waits seen in %d of %d samples (%v), want none", lw.waits, lw.samples, lw.types)
+		t.Errorf("lock waits seen in %d of %d samples (%v), want none but relation extension", lw.waits, lw.samples, lw.types)
 	}
 	lw.mu.Unlock()
 	// The goal is 20,000/s on a quiet machine for the whole path;
