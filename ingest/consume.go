@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"sync"
 	"time"
@@ -34,127 +33,205 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	w.log.Info("ingest consuming", "stream", w.cfg.Stream, "consumer", w.cfg.Consumer,
 		"batch_size", w.cfg.BatchSize, "appliers", w.cfg.Appliers, "linger", w.cfg.Linger.String())
-	// One collector routes each message to an applier by the entity it
-	// names (shardOf), and each applier forms and writes its own batches, so
-	// a batch is collected while others wait on Postgres or Redis. Prices
-	// and trades of one market always go to the same applier: two appliers
-	// of a process never write the same price document at once, so they
-	// never wait for each other's document locks, however hot a market is.
-	// (Event and market messages, which renumber several documents, may
-	// still meet another applier's locks; so may other processes. The
-	// store's locks and revisions keep that correct.)
-	// While an applier is busy, its messages gather and its next batch is
-	// larger.
-	shards := make([]chan jetstream.Msg, w.cfg.Appliers)
+	// One collector forms batches — the first message that arrives, then
+	// whatever follows within Linger of it, up to BatchSize — and several
+	// appliers write them, so a batch is collected while others wait on
+	// Postgres or Redis. A batch never holds a document that a batch in
+	// flight renumbers (keysOf: a price's market, an event, a market and its
+	// event): such messages wait for the next batch.
+	// So two appliers of a process never write one price document at once
+	// and never wait for each other's document locks, however hot a market
+	// is, while batches stay as large as the traffic allows. (An event
+	// message renumbers its markets' documents and may still meet another
+	// batch's locks; so may other processes. The store's locks and revisions
+	// keep that correct.) While every applier is busy, messages gather and
+	// the next batch is larger.
+	batches := make(chan batch)
+	busy := newBusyKeys()
 	var wg sync.WaitGroup
-	for i := range shards {
-		shards[i] = make(chan jetstream.Msg, w.cfg.BatchSize)
+	for range w.cfg.Appliers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.applier(ctx, shards[i])
+			for b := range batches {
+				// A batch is finished even when shutdown begins meanwhile.
+				w.process(context.WithoutCancel(ctx), b.msgs, b.started)
+				busy.release(b.keys)
+			}
 		}()
 	}
-	err = w.collect(ctx, iter, shards)
-	for _, c := range shards {
-		close(c)
-	}
+	err = w.collect(ctx, iter, batches, busy)
+	close(batches)
 	wg.Wait()
 	return err
 }
 
-// shardOf names the applier of a message: the id in its subject (a
-// market's for prices and trades, an event's for events), except that a
-// market message goes by the event its body names, with that event's other
-// markets and the event itself: a market update renumbers its event's
-// document, so a load of many markets of one event would otherwise make every
-// applier wait for the others' event locks. Such a message may then meet the
-// market's price batches in another applier; market changes are rare, and
-// the store's locks keep that correct.
-func (w *Worker) shardOf(m jetstream.Msg, n int) int {
-	if n == 1 {
-		return 0
-	}
-	subject := m.Subject()
-	key := subject
-	if i := strings.LastIndexByte(subject, '.'); i >= 0 {
-		key = subject[i+1:]
-		if strings.HasSuffix(subject[:i], "."+KindMarket) {
-			var body struct {
-				EventID string `json:"event_id"`
-			}
-			if json.Unmarshal(m.Data(), &body) == nil && body.EventID != "" {
-				key = body.EventID
-			}
-		}
-	}
-	h := fnv.New32a()
-	h.Write([]byte(key)) //nolint:errcheck // a hash.Hash never fails to write
-	return int(h.Sum32() % uint32(n))
-}
-
-// collect routes messages to the appliers' queues until ctx is done.
-func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, shards []chan jetstream.Msg) error {
-	for {
-		m, err := iter.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil {
-				w.handBack(iter)
-				return nil
-			}
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return fmt.Errorf("ingest: message iterator closed: %w", err)
-			}
-			w.log.Warn("ingest pull", "err", err)
-			continue
-		}
-		select {
-		case shards[w.shardOf(m, len(shards))] <- m:
-		case <-ctx.Done():
-			m.Nak() //nolint:errcheck // redelivered after AckWait anyway
-			w.handBack(iter)
-			return nil
-		}
-	}
-}
-
-// applier writes the batches of one shard until its queue is closed. A batch
-// takes what arrives within Linger of its first message, up to BatchSize:
-// small batches when traffic is light (freshness), full ones when a backlog
-// waits (throughput). The batch in hand when shutdown begins is finished;
-// what is queued after it is handed back.
-func (w *Worker) applier(ctx context.Context, in <-chan jetstream.Msg) {
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	for first := range in {
-		if ctx.Err() != nil {
-			first.Nak() //nolint:errcheck // redelivered after AckWait anyway
-			continue
-		}
-		b := batch{msgs: []jetstream.Msg{first}, started: time.Now()}
-		timer.Reset(w.cfg.Linger)
-	fill:
-		for len(b.msgs) < w.cfg.BatchSize {
-			select {
-			case m, ok := <-in:
-				if !ok {
-					break fill
-				}
-				b.msgs = append(b.msgs, m)
-			case <-timer.C:
-				break fill
-			}
-		}
-		timer.Stop()
-		// A batch is finished even when shutdown begins meanwhile.
-		w.process(context.WithoutCancel(ctx), b.msgs, b.started)
-	}
-}
-
-// batch is what an applier writes at once.
+// batch is what the collector hands an applier.
 type batch struct {
 	msgs    []jetstream.Msg
 	started time.Time
+	keys    []string
+}
+
+// keysOf names the documents a message renumbers, as far as the message
+// tells: a price's or trade's market, an event, a market and the event its
+// body names. (An event message also renumbers its markets, which only
+// Postgres knows.)
+func keysOf(m jetstream.Msg) []string {
+	subject := m.Subject()
+	i := strings.LastIndexByte(subject, '.')
+	j := strings.LastIndexByte(subject[:max(i, 0)], '.')
+	if i < 0 || j < 0 {
+		return []string{subject}
+	}
+	switch id := subject[i+1:]; subject[j+1 : i] {
+	case KindEvent:
+		return []string{"e:" + id}
+	case KindMarket:
+		var body struct {
+			EventID string `json:"event_id"`
+		}
+		if json.Unmarshal(m.Data(), &body) == nil && body.EventID != "" {
+			return []string{"m:" + id, "e:" + body.EventID}
+		}
+		return []string{"m:" + id}
+	default:
+		return []string{"m:" + id}
+	}
+}
+
+// busyKeys are the entities of the batches in flight.
+type busyKeys struct {
+	mu   sync.Mutex
+	keys map[string]bool
+	// freed receives a token when a batch's keys are released.
+	freed chan struct{}
+}
+
+func newBusyKeys() *busyKeys {
+	return &busyKeys{keys: map[string]bool{}, freed: make(chan struct{}, 1)}
+}
+
+// claim adds m's documents to a forming batch's (mine, keys) unless a batch
+// in flight holds one of them; it reports whether m may join the batch.
+func (b *busyKeys) claim(m jetstream.Msg, mine map[string]bool, keys *[]string) bool {
+	ks := keysOf(m)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, k := range ks {
+		if b.keys[k] && !mine[k] {
+			return false
+		}
+	}
+	for _, k := range ks {
+		if !mine[k] {
+			mine[k] = true
+			b.keys[k] = true
+			*keys = append(*keys, k)
+		}
+	}
+	return true
+}
+
+func (b *busyKeys) release(keys []string) {
+	b.mu.Lock()
+	for _, k := range keys {
+		delete(b.keys, k)
+	}
+	b.mu.Unlock()
+	select {
+	case b.freed <- struct{}{}:
+	default:
+	}
+}
+
+// collect forms batches until ctx is done. A batch takes what arrives within
+// Linger of its first message, up to BatchSize new messages: small batches
+// when traffic is light (freshness), full ones when a backlog waits
+// (throughput).
+// Messages held back because a batch in flight renumbers their documents
+// join the first batch formed after it ends.
+func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, out chan<- batch, busy *busyKeys) error {
+	var held []jetstream.Msg
+	stop := func(msgs []jetstream.Msg) error {
+		for _, m := range append(held, msgs...) {
+			m.Nak() //nolint:errcheck // redelivered after AckWait anyway
+		}
+		w.handBack(iter)
+		return nil
+	}
+	for {
+		var b batch
+		mine := map[string]bool{}
+		add := func(m jetstream.Msg) {
+			if busy.claim(m, mine, &b.keys) {
+				b.msgs = append(b.msgs, m)
+			} else {
+				held = append(held, m)
+			}
+		}
+		// retry takes every held message whose documents are free now,
+		// however many: held messages are mostly repeated updates of a few
+		// hot markets, which the store deduplicates to one row each, and
+		// capping them would let them pile up past their ack deadline.
+		retry := func() {
+			old := held
+			held = nil
+			for _, m := range old {
+				add(m)
+			}
+		}
+		retry()
+		for len(b.msgs) == 0 {
+			if ctx.Err() != nil {
+				return stop(nil)
+			}
+			if len(held) > 0 {
+				// All held back: take a new message, or retry once a batch ends.
+				select {
+				case <-busy.freed:
+					retry()
+					continue
+				default:
+				}
+				if m, err := iter.Next(jetstream.NextMaxWait(w.cfg.Linger)); err == nil {
+					add(m)
+				}
+				continue
+			}
+			first, err := iter.Next(jetstream.NextContext(ctx))
+			if err != nil {
+				if ctx.Err() != nil {
+					return stop(nil)
+				}
+				if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					return fmt.Errorf("ingest: message iterator closed: %w", err)
+				}
+				w.log.Warn("ingest pull", "err", err)
+				continue
+			}
+			add(first)
+		}
+		b.started = time.Now()
+		deadline := b.started.Add(w.cfg.Linger)
+		for len(b.msgs) < w.cfg.BatchSize {
+			wait := time.Until(deadline)
+			if wait <= 0 {
+				break
+			}
+			m, err := iter.Next(jetstream.NextMaxWait(wait))
+			if err != nil {
+				break
+			}
+			add(m)
+		}
+		select {
+		case out <- b:
+		case <-ctx.Done():
+			busy.release(b.keys)
+			return stop(b.msgs)
+		}
+	}
 }
 
 // handBack stops pulling and gives the messages already buffered in this

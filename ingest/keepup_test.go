@@ -150,7 +150,7 @@ func (e *env) checkState(t *testing.T, w hotWorld) {
 
 // TestKeepUpHotMarkets: four appliers in one process take a price stream in
 // which eight hot markets are in every batch. No session of the database
-// ever waits for a row or document lock (appliers are sharded by market, and
+// ever waits for a row or document lock (batches in flight never share a market, and
 // a price batch holds its document locks only while Postgres executes it;
 // only a relation extension lock, held while a page is added to a table, may
 // be waited for, and is logged), the rate stays
