@@ -30,7 +30,7 @@ type depsEntry struct {
 	event  *Event
 }
 
-// defaultDepsCacheSize bounds the entries one process keeps, about 600 bytes
+// defaultDepsCacheSize bounds the entries one process keeps, an estimated 600 bytes
 // each: a 250,000-market world takes ~150 MB.
 const defaultDepsCacheSize = 1 << 19
 
