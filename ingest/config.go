@@ -50,7 +50,9 @@ type Config struct {
 	// buffered without waiting, so a batch that waited no time at all would
 	// always hold one message.
 	Linger time.Duration
-	// Appliers is how many batches one process writes at once.
+	// Appliers is how many batches one process writes at once. Batches in
+	// flight at once never share a market (see collect), so two appliers
+	// never write one price document at once.
 	Appliers int
 	// AckWait is how long a delivered message may stay unacknowledged.
 	AckWait time.Duration

@@ -2,8 +2,10 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,13 +33,21 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	w.log.Info("ingest consuming", "stream", w.cfg.Stream, "consumer", w.cfg.Consumer,
 		"batch_size", w.cfg.BatchSize, "appliers", w.cfg.Appliers, "linger", w.cfg.Linger.String())
-	// One collector fills batches; several appliers write them, so a batch is
-	// collected and decoded while others wait on Postgres or Redis. Appliers
-	// may write updates of the same documents at once: the store's document
-	// locks and revisions make that safe, exactly as for separate processes.
-	// While every applier is busy, messages gather in the client's buffer and
+	// One collector forms batches — the first message that arrives, then
+	// whatever follows within Linger of it, up to BatchSize — and several
+	// appliers write them, so a batch is collected while others wait on
+	// Postgres or Redis. A batch never holds a document that a batch in
+	// flight renumbers (keysOf: a price's market, an event, a market and its
+	// event): such messages wait for the next batch.
+	// So two appliers of a process never write one price document at once
+	// and never wait for each other's document locks, however hot a market
+	// is, while batches stay as large as the traffic allows. (An event
+	// message renumbers its markets' documents and may still meet another
+	// batch's locks; so may other processes. The store's locks and revisions
+	// keep that correct.) While every applier is busy, messages gather and
 	// the next batch is larger.
 	batches := make(chan batch)
+	busy := newBusyKeys()
 	var wg sync.WaitGroup
 	for range w.cfg.Appliers {
 		wg.Add(1)
@@ -46,10 +56,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			for b := range batches {
 				// A batch is finished even when shutdown begins meanwhile.
 				w.process(context.WithoutCancel(ctx), b.msgs, b.started)
+				busy.release(b.keys)
 			}
 		}()
 	}
-	err = w.collect(ctx, iter, batches)
+	err = w.collect(ctx, iter, batches, busy)
 	close(batches)
 	wg.Wait()
 	return err
@@ -59,26 +70,149 @@ func (w *Worker) Run(ctx context.Context) error {
 type batch struct {
 	msgs    []jetstream.Msg
 	started time.Time
+	keys    []string
 }
 
-// collect reads batches until ctx is done. A batch takes what arrives within
-// Linger of its first message, up to BatchSize: small batches when traffic
-// is light (freshness), full ones when a backlog waits (throughput).
-func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, out chan<- batch) error {
-	for {
-		first, err := iter.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil {
-				w.handBack(iter)
-				return nil
-			}
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return fmt.Errorf("ingest: message iterator closed: %w", err)
-			}
-			w.log.Warn("ingest pull", "err", err)
-			continue
+// keysOf names the documents a message renumbers, as far as the message
+// tells: a price's or trade's market, an event, a market and the event its
+// body names. (An event message also renumbers its markets, which only
+// Postgres knows.)
+func keysOf(m jetstream.Msg) []string {
+	subject := m.Subject()
+	i := strings.LastIndexByte(subject, '.')
+	j := strings.LastIndexByte(subject[:max(i, 0)], '.')
+	if i < 0 || j < 0 {
+		return []string{subject}
+	}
+	switch id := subject[i+1:]; subject[j+1 : i] {
+	case KindEvent:
+		return []string{"e:" + id}
+	case KindMarket:
+		var body struct {
+			EventID string `json:"event_id"`
 		}
-		b := batch{msgs: []jetstream.Msg{first}, started: time.Now()}
+		if json.Unmarshal(m.Data(), &body) == nil && body.EventID != "" {
+			return []string{"m:" + id, "e:" + body.EventID}
+		}
+		return []string{"m:" + id}
+	default:
+		return []string{"m:" + id}
+	}
+}
+
+// busyKeys are the entities of the batches in flight.
+type busyKeys struct {
+	mu   sync.Mutex
+	keys map[string]bool
+	// freed receives a token when a batch's keys are released.
+	freed chan struct{}
+}
+
+func newBusyKeys() *busyKeys {
+	return &busyKeys{keys: map[string]bool{}, freed: make(chan struct{}, 1)}
+}
+
+// claim adds m's documents to a forming batch's (mine, keys) unless a batch
+// in flight holds one of them; it reports whether m may join the batch.
+func (b *busyKeys) claim(m jetstream.Msg, mine map[string]bool, keys *[]string) bool {
+	ks := keysOf(m)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, k := range ks {
+		if b.keys[k] && !mine[k] {
+			return false
+		}
+	}
+	for _, k := range ks {
+		if !mine[k] {
+			mine[k] = true
+			b.keys[k] = true
+			*keys = append(*keys, k)
+		}
+	}
+	return true
+}
+
+func (b *busyKeys) release(keys []string) {
+	b.mu.Lock()
+	for _, k := range keys {
+		delete(b.keys, k)
+	}
+	b.mu.Unlock()
+	select {
+	case b.freed <- struct{}{}:
+	default:
+	}
+}
+
+// collect forms batches until ctx is done. A batch takes what arrives within
+// Linger of its first message, up to BatchSize new messages: small batches
+// when traffic is light (freshness), full ones when a backlog waits
+// (throughput).
+// Messages held back because a batch in flight renumbers their documents
+// join the first batch formed after it ends.
+func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, out chan<- batch, busy *busyKeys) error {
+	var held []jetstream.Msg
+	stop := func(msgs []jetstream.Msg) error {
+		for _, m := range append(held, msgs...) {
+			m.Nak() //nolint:errcheck // redelivered after AckWait anyway
+		}
+		w.handBack(iter)
+		return nil
+	}
+	for {
+		var b batch
+		mine := map[string]bool{}
+		add := func(m jetstream.Msg) {
+			if busy.claim(m, mine, &b.keys) {
+				b.msgs = append(b.msgs, m)
+			} else {
+				held = append(held, m)
+			}
+		}
+		// retry takes every held message whose documents are free now,
+		// however many: held messages are mostly repeated updates of a few
+		// hot markets, which the store deduplicates to one row each, and
+		// capping them would let them pile up past their ack deadline.
+		retry := func() {
+			old := held
+			held = nil
+			for _, m := range old {
+				add(m)
+			}
+		}
+		retry()
+		for len(b.msgs) == 0 {
+			if ctx.Err() != nil {
+				return stop(nil)
+			}
+			if len(held) > 0 {
+				// All held back: take a new message, or retry once a batch ends.
+				select {
+				case <-busy.freed:
+					retry()
+					continue
+				default:
+				}
+				if m, err := iter.Next(jetstream.NextMaxWait(w.cfg.Linger)); err == nil {
+					add(m)
+				}
+				continue
+			}
+			first, err := iter.Next(jetstream.NextContext(ctx))
+			if err != nil {
+				if ctx.Err() != nil {
+					return stop(nil)
+				}
+				if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					return fmt.Errorf("ingest: message iterator closed: %w", err)
+				}
+				w.log.Warn("ingest pull", "err", err)
+				continue
+			}
+			add(first)
+		}
+		b.started = time.Now()
 		deadline := b.started.Add(w.cfg.Linger)
 		for len(b.msgs) < w.cfg.BatchSize {
 			wait := time.Until(deadline)
@@ -89,16 +223,13 @@ func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, ou
 			if err != nil {
 				break
 			}
-			b.msgs = append(b.msgs, m)
+			add(m)
 		}
 		select {
 		case out <- b:
 		case <-ctx.Done():
-			for _, m := range b.msgs {
-				m.Nak() //nolint:errcheck // redelivered after AckWait anyway
-			}
-			w.handBack(iter)
-			return nil
+			busy.release(b.keys)
+			return stop(b.msgs)
 		}
 	}
 }

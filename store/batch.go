@@ -99,10 +99,14 @@ var errStaleDeps = errors.New("store: a market changed event while its batch was
 // Deadlocks and serialization failures are retried.
 func (s *Store) ApplyBatch(ctx context.Context, b *Batch) (*Result, error) {
 	b.Dedup()
+	apply := s.applyOnce
+	if b.pricesOnly() {
+		apply = s.applyPrices
+	}
 	var err error
 	for attempt := range 8 {
 		var res *Result
-		res, err = s.applyOnce(ctx, b)
+		res, err = apply(ctx, b)
 		if err == nil {
 			return res, nil
 		}
@@ -156,23 +160,29 @@ func (s *Store) applyOnce(ctx context.Context, b *Batch) (*Result, error) {
 	for _, e := range oldEvent {
 		eventIDs.add(e)
 	}
-	eventRevs, err := lockDocs(ctx, tx, "e:", eventIDs.sorted())
+	eventRevs, err := lockDocs(ctx, tx, "e:", eventIDs.sorted(), nil)
 	if err != nil {
 		return nil, err
 	}
 
 	// With the event documents locked, their market sets cannot change.
-	affected := set{}
-	affected.add(marketIDs...)
-	for _, p := range b.Prices {
-		affected.add(p.MarketID)
-	}
+	// structural are the market documents whose market row or event may
+	// change: they get a fresh deps stamp, which makes every process's cached
+	// rows of them stale.
+	structural := set{}
+	structural.add(marketIDs...)
 	ofEvents, err := marketsOfEvents(ctx, tx, changedEvents)
 	if err != nil {
 		return nil, err
 	}
+	structural.add(ofEvents...)
+	affected := set{}
+	affected.add(marketIDs...)
 	affected.add(ofEvents...)
-	marketRevs, err := lockDocs(ctx, tx, "m:", affected.sorted())
+	for _, p := range b.Prices {
+		affected.add(p.MarketID)
+	}
+	marketRevs, err := lockDocs(ctx, tx, "m:", affected.sorted(), structural)
 	if err != nil {
 		return nil, err
 	}
@@ -241,25 +251,35 @@ func (s set) sorted() []string {
 	return out
 }
 
-// lockDocs takes the row locks of the named documents, in order, and gives
-// each a fresh revision. The revision is drawn after the lock is held, so for
-// one document later commits always carry higher revisions.
-func lockDocs(ctx context.Context, tx pgx.Tx, prefix string, ids []string) (map[string]int64, error) {
+// lockDocsSQL takes the row locks of the named documents ($1, in key order)
+// and gives each a fresh revision, drawn after the lock is held, so that for
+// one document later commits always carry higher revisions. A document marked
+// in $2 also gets a fresh deps stamp: the batch changes what it derives from
+// besides a price (see depsCache).
+const lockDocsSQL = `
+	INSERT INTO doc_revs AS d (doc, rev, deps)
+	SELECT u.doc, nextval('doc_rev_seq'), CASE WHEN u.deps THEN nextval('doc_rev_seq') ELSE 0 END
+	FROM unnest($1::text[], $2::bool[]) AS u(doc, deps)
+	ORDER BY u.doc COLLATE "C"
+	ON CONFLICT (doc) DO UPDATE SET
+	    rev = nextval('doc_rev_seq'),
+	    deps = CASE WHEN EXCLUDED.deps <> 0 THEN nextval('doc_rev_seq') ELSE d.deps END
+	RETURNING d.doc, d.rev`
+
+// lockDocs runs lockDocsSQL for ids (sorted) and returns their revisions.
+// The documents in deps get a fresh deps stamp.
+func lockDocs(ctx context.Context, tx pgx.Tx, prefix string, ids []string, deps set) (map[string]int64, error) {
 	revs := make(map[string]int64, len(ids))
 	if len(ids) == 0 {
 		return revs, nil
 	}
 	docs := make([]string, len(ids))
+	marks := make([]bool, len(ids))
 	for i, id := range ids {
 		docs[i] = prefix + id
+		_, marks[i] = deps[id]
 	}
-	rows, err := tx.Query(ctx, `
-		INSERT INTO doc_revs AS d (doc, rev)
-		SELECT u.doc, nextval('doc_rev_seq')
-		FROM unnest($1::text[]) AS u(doc)
-		ORDER BY u.doc COLLATE "C"
-		ON CONFLICT (doc) DO UPDATE SET rev = nextval('doc_rev_seq')
-		RETURNING d.doc, d.rev`, docs)
+	rows, err := tx.Query(ctx, lockDocsSQL, docs, marks)
 	if err != nil {
 		return nil, fmt.Errorf("store: lock %s documents: %w", prefix, err)
 	}

@@ -18,11 +18,13 @@ var ErrSchemaOutdated = errors.New("store: database schema is outdated; run `mar
 // Store reads and writes the source of truth.
 type Store struct {
 	pool *pgxpool.Pool
+	// deps keeps the market and event rows of price items for ApplyBatch.
+	deps *depsCache
 }
 
 // New wraps a pool. The pool's lifetime stays with the caller.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool}
+	return &Store{pool: pool, deps: newDepsCache(defaultDepsCacheSize)}
 }
 
 // Open opens a pool on dsn without dialling: connections are made on first

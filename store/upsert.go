@@ -143,7 +143,7 @@ func upsertPrices(ctx context.Context, db DB, prices []Price, applied map[string
 	}
 	rows, err := db.Query(ctx, `
 		INSERT INTO prices AS t (market_id, version, ts, quotes)
-		SELECT u.market_id, u.version, u.ts, u.quotes::jsonb
+		SELECT u.market_id, u.version, u.ts, u.quotes::json
 		FROM unnest($1::text[], $2::bigint[], $3::timestamptz[], $4::text[])
 		    AS u(market_id, version, ts, quotes)
 		ON CONFLICT (market_id) DO UPDATE SET
