@@ -44,9 +44,9 @@ func TestSnapshotOrderAcrossNodes(t *testing.T) {
 	var behind int
 	const last = 8
 	for v := 3; v <= last; v++ {
-		// B's replica is whole again (it reloads after each lost notice):
-		// now it follows nothing, and the next change leaves it behind.
-		replicaReady(t, b)
+		// B answers M-a from its replica again (it reloads after each lost
+		// notice): it follows nothing, and the next change leaves it behind.
+		servedFromReplica(t, b, path, secret)
 		w.publish(t, "price", "M-a", map[string]any{"market_id": "M-a", "version": v, "ts": "2024-05-10T12:00:01Z",
 			"quotes": map[string]ingest.QuoteMsg{"venue_a": {Bid: f(0.3), Ask: f(0.4), Volume24h: f(float64(v))}}})
 		w.applied(t)
@@ -116,22 +116,48 @@ func TestSnapshotETagNamesPosition(t *testing.T) {
 	}
 }
 
-// replicaReady waits (10 s at most) until n's price replica answers.
-func replicaReady(t *testing.T, n *node) {
+// servedFromReplica asks n for path until its price replica answers it
+// (10 s at most).
+func servedFromReplica(t *testing.T, n *node, path, secret string) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		mfs, err := n.reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == "marketdata_replica_ready" && mf.GetMetric()[0].GetGauge().GetValue() == 1 {
-				return
-			}
+		before := replicaReads(t, n)
+		n.get(t, path, secret)
+		if replicaReads(t, n) > before {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("node %s: price replica not whole after 10s", n.base)
+			t.Fatalf("node %s: %s not answered from the price replica after 10s", n.base, path)
 		}
-		time.Sleep(10 * time.Millisecond) // polling the gauge
+		time.Sleep(20 * time.Millisecond) // polling for the reload
 	}
+}
+
+// replicaReads is n's marketdata_reads_total{resource="prices",layer="replica"}.
+func replicaReads(t *testing.T, n *node) float64 {
+	t.Helper()
+	mfs, err := n.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "marketdata_reads_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var res, layer string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "resource":
+					res = l.GetValue()
+				case "layer":
+					layer = l.GetValue()
+				}
+			}
+			if res == "prices" && layer == "replica" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
