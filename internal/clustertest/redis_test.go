@@ -181,6 +181,9 @@ func render(ctx context.Context, rdb *redis.ClusterClient, key string) (string, 
 		}
 		var lines []string
 		for f, v := range m {
+			if f == "q" {
+				continue // a price item's change number: which write stored it, not what it holds
+			}
 			lines = append(lines, f+"="+v)
 		}
 		sort.Strings(lines)
