@@ -12,6 +12,10 @@ import (
 // it. Writers take some thousands a second; a million is hours of them.
 const restartJump = 1 << 20
 
+// maxListedLost bounds the numbers a lost gap lists (onLost): a longer gap
+// is handled as lost in full.
+const maxListedLost = 4096
+
 // appliedSeqs tracks which change numbers the node has applied the notices
 // of (see Reader for why): applied is the highest number such that the
 // notice of every number up to it has arrived. Notices arrive out of order
@@ -28,6 +32,10 @@ type appliedSeqs struct {
 	// onJump reports a jump over a gap: lost notices (lost > 0), or the
 	// start or a restart of the counter (lost == 0). It runs with mu held.
 	onJump func(lost int64, restarted bool)
+	// onLost, when set, gets the numbers a timed-out gap gave up as lost
+	// (nil: too many to list), before applied moves over them. It runs
+	// with mu held.
+	onLost func(missing []int64)
 
 	mu      sync.Mutex
 	applied int64
@@ -177,6 +185,17 @@ func (a *appliedSeqs) advance() {
 			}
 		}
 		a.onJump(jump-arrived, false)
+		if a.onLost != nil {
+			var missing []int64
+			if jump <= maxListedLost {
+				for s := a.applied + 1; s <= a.gapHigh; s++ {
+					if _, ok := a.above[s]; !ok {
+						missing = append(missing, s)
+					}
+				}
+			}
+			a.onLost(missing)
+		}
 	}
 	a.applied = a.gapHigh
 	for s := range a.above {

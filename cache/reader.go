@@ -267,9 +267,10 @@ func NewReader(c *Cache, st Store, cfg ReaderConfig, d ReaderDeps) (*Reader, err
 	r.pages = newMemory(&r.g, memoryConfig[pageKey, Page]{
 		maxBytes: cfg.PageBytes, ttl: cfg.TTL, clock: d.memoryClock, weigh: pageWeight,
 	})
-	r.seqs = newAppliedSeqs(cfg.NoticeWait, d.Now, r.forgetAll, r.onJump)
+	r.seqs = newAppliedSeqs(cfg.NoticeWait, d.Now, r.flushMemory, r.onJump)
 	if cfg.Replica {
 		r.rep = newReplica()
+		r.seqs.onLost = r.replicaLost
 	}
 	r.metrics()
 	// Learn Redis's change number now, and then every PollEvery: the node
@@ -317,12 +318,19 @@ func (r *Reader) OnChange(fn func(notice.Change)) {
 // anything leaves node memory before its TTL.
 func (r *Reader) Notice(n notice.Change) {
 	if n.Flush {
+		// A rebuild may have removed documents: the replica loads anew.
+		if r.rep != nil {
+			r.rep.clear()
+		}
 		r.forgetAll()
 	} else {
-		if r.rep != nil && len(n.Markets) > 0 {
-			if missing := r.rep.apply(n); len(missing) > 0 {
-				r.refreshReplica(missing)
+		if r.rep != nil {
+			if len(n.Markets) > 0 {
+				if missing := r.rep.apply(n); len(missing) > 0 {
+					r.refreshReplica(missing)
+				}
 			}
+			r.rep.arrivedLate(n.Seq)
 		}
 		if len(n.Markets) > 0 {
 			r.prices.drop(n.Markets...)
@@ -373,6 +381,12 @@ func (r *Reader) flushMemory() {
 
 // onJump reports a gap of change numbers closed without its notices.
 func (r *Reader) onJump(lost int64, restarted bool) {
+	if lost == 0 && r.rep != nil {
+		// The node's start, or a counter that restarted: nothing says
+		// what the replica missed.
+		r.rep.invalidate()
+		r.wakeReplica()
+	}
 	switch {
 	case lost > 0:
 		r.lost.Add(float64(lost))

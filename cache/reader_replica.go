@@ -76,7 +76,9 @@ func (r *Reader) loadReplica(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.rep.clear()
+	// Merged by revision into what the replica holds (no copy of the whole
+	// map at once): only a flush (a rebuild may have pruned keys) clears it
+	// first (Notice).
 	n, err := r.cache.loadReplica(ctx, r.rep)
 	if err != nil {
 		return err
@@ -147,6 +149,12 @@ func (r *Reader) pollLoop() {
 	for {
 		v := r.roundTrip(context.Background(), nil)
 		now := time.Now()
+		if r.rep != nil && r.rep.overdue(now) {
+			r.lostWarn.Log(context.Background(), r.log, slog.LevelWarn,
+				"change notices did not come within the notice wait and a second more: the price replica reloads")
+			r.rep.invalidate()
+			r.wakeReplica()
+		}
 		if v.redisErr == nil {
 			r.lastRedis.Store(now.UnixNano())
 			if r.rep != nil && !r.rep.ready.Load() {
@@ -162,6 +170,26 @@ func (r *Reader) pollLoop() {
 		case <-t.C:
 		}
 	}
+}
+
+// replicaLate is how long a change number given up as lost may still have
+// its notice come before the replica reloads (1s): with the 500 ms notice
+// wait, a notice truly lost makes reads go to Redis within 1.5 s (the
+// contract's 2 s), while one held up by an overloaded Redis costs no
+// reload — a reload scans every price item, which would only load Redis
+// more.
+const replicaLate = time.Second
+
+// replicaLost takes the numbers a timed-out gap gave up (appliedSeqs; its
+// lock is held): the replica waits replicaLate for their notices, nil
+// (too many to list) reloads it at once.
+func (r *Reader) replicaLost(missing []int64) {
+	if missing == nil {
+		r.rep.invalidate()
+		r.wakeReplica()
+		return
+	}
+	r.rep.expectLate(missing, time.Now().Add(replicaLate))
 }
 
 // FeedDown says the node no longer receives change notices (NATS
@@ -191,6 +219,11 @@ func (r *Reader) replicaFor(ctx context.Context, pos int64) *replica {
 		return nil
 	}
 	if pos > 0 && !r.seqs.await(ctx, pos, r.cfg.OrderWait) {
+		r.orderWaits.Inc()
+		return nil
+	}
+	if lo := r.rep.lateMin.Load(); pos > 0 && lo > 0 && pos >= lo {
+		// The client may have seen a write whose notice is late here.
 		r.orderWaits.Inc()
 		return nil
 	}

@@ -39,6 +39,16 @@ type replica struct {
 	epoch   uint64
 	items   atomic.Int64
 	bytes   atomic.Int64
+
+	// late holds change numbers given up as lost (their gap outlasted the
+	// notice wait) whose notices may still come: a writer slowed by an
+	// overloaded Redis, not a dead one. Each waits until its deadline; a
+	// notice that comes takes its number out; one still missing then
+	// reloads the replica. Meanwhile a read at a position at or above the
+	// lowest of them goes to Redis (the replica may lack that write).
+	lateMu  sync.Mutex
+	late    map[int64]time.Time
+	lateMin atomic.Int64 // lowest number in late; 0 when none
 }
 
 // replicaShards spreads the replica's locks: a notice of many markets and
@@ -62,7 +72,7 @@ type replicaItem struct {
 const replicaItemOverhead = 80
 
 func newReplica() *replica {
-	rp := &replica{seed: maphash.MakeSeed()}
+	rp := &replica{seed: maphash.MakeSeed(), late: map[int64]time.Time{}}
 	for i := range rp.shards {
 		rp.shards[i].m = map[string]replicaItem{}
 	}
@@ -183,6 +193,58 @@ func (rp *replica) apply(n notice.Change) (missing []string) {
 	}
 	rp.remove(missing)
 	return missing
+}
+
+// expectLate records numbers given up as lost, each to wait until deadline.
+func (rp *replica) expectLate(seqs []int64, deadline time.Time) {
+	rp.lateMu.Lock()
+	defer rp.lateMu.Unlock()
+	for _, s := range seqs {
+		rp.late[s] = deadline
+	}
+	rp.setLateMin()
+}
+
+// arrivedLate takes seq out of the late numbers, if it is one.
+func (rp *replica) arrivedLate(seq int64) {
+	if seq <= 0 || rp.lateMin.Load() == 0 {
+		return
+	}
+	rp.lateMu.Lock()
+	defer rp.lateMu.Unlock()
+	if _, ok := rp.late[seq]; ok {
+		delete(rp.late, seq)
+		rp.setLateMin()
+	}
+}
+
+// overdue reports whether a late number passed its deadline at now (and
+// forgets them all then: the replica reloads).
+func (rp *replica) overdue(now time.Time) bool {
+	if rp.lateMin.Load() == 0 {
+		return false
+	}
+	rp.lateMu.Lock()
+	defer rp.lateMu.Unlock()
+	for _, d := range rp.late {
+		if now.After(d) {
+			clear(rp.late)
+			rp.setLateMin()
+			return true
+		}
+	}
+	return false
+}
+
+// setLateMin keeps lateMin. lateMu is held.
+func (rp *replica) setLateMin() {
+	var lo int64
+	for s := range rp.late {
+		if lo == 0 || s < lo {
+			lo = s
+		}
+	}
+	rp.lateMin.Store(lo)
 }
 
 // replicaLoadBatch is how many items one pipeline of a load reads.

@@ -186,3 +186,50 @@ func TestReplicaFeedDown(t *testing.T) {
 		t.Fatalf("m1 after the feed is back: version %d from %s, want %d from the replica", got, layer, v)
 	}
 }
+
+// TestReplicaFlushClears: a flush (a rebuild, which may prune documents)
+// empties the replica before it loads again, so an item Redis no longer
+// holds is not answered from it; any other reload merges by revision.
+func TestReplicaFlushClears(t *testing.T) {
+	w := newReplicaWorld(t)
+	if _, _, l := w.from("m2", 0); l != "replica" {
+		t.Fatalf("m2 before the flush from %s, want the replica", l)
+	}
+	if err := w.rdb.Del(context.Background(), w.c.MarketKey("m2")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	w.r.Notice(notice.Change{Flush: true})
+	w.replicaReady()
+	if v, _, l := w.from("m2", 0); l == "replica" || v != w.price["m2"] {
+		t.Fatalf("m2 after the flush: version %d from %s, want %d not from the replica", v, l, w.price["m2"])
+	}
+	if v, _, l := w.from("m1", 0); l != "replica" || v != w.price["m1"] {
+		t.Fatalf("m1 after the flush: version %d from %s, want %d from the replica", v, l, w.price["m1"])
+	}
+}
+
+// TestReplicaLateNotice: a notice that comes after its number was given up
+// (a writer slowed by an overloaded Redis) is applied without a reload;
+// until it comes, a read at a position at or above its number goes to
+// Redis, so a client that saw that write elsewhere never sees older here.
+func TestReplicaLateNotice(t *testing.T) {
+	w := newReplicaWorld(t)
+	loads := gathered(t, w.reg, "marketdata_replica_loads_total", nil)
+	v, n := w.heldWrite("m1")
+	// The background poll sees the number; the test's clock passes the
+	// notice wait: the number is given up (a jump), not yet reloaded.
+	time.Sleep(50 * time.Millisecond)
+	w.advance(readerWait)
+	time.Sleep(50 * time.Millisecond)
+	if got, _, layer := w.from("m1", n.Seq); got != v || layer == "replica" {
+		t.Fatalf("read at the late write's position: version %d from %s, want %d not from the replica", got, layer, v)
+	}
+	w.r.Notice(n)
+	if got, _, layer := w.from("m1", n.Seq); got != v || layer != "replica" {
+		t.Fatalf("after the late notice: version %d from %s, want %d from the replica", got, layer, v)
+	}
+	time.Sleep(1200 * time.Millisecond) // past the late wait: nothing is overdue
+	if got := gathered(t, w.reg, "marketdata_replica_loads_total", nil); got != loads {
+		t.Errorf("replica loads went from %v to %v: a late notice should not reload it", loads, got)
+	}
+}
