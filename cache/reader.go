@@ -173,13 +173,14 @@ type ReaderConfig struct {
 }
 
 // DefaultReaderConfig is the one home of the Reader's defaults: a 2 s TTL
-// (the bound docs/api.md gives without a notice), 64 + 32 + 32 MB of node
-// memory, a 500 ms notice gap, a 5 ms notice grace, 16 repairs, a 1 s wait
-// for Redis with 8 store fallbacks at once, the price replica on, a 100 ms
-// order wait and a 100 ms change-number poll.
+// (the bound docs/api.md gives without a notice), 8 + 32 + 32 MB of node
+// memory (price items: only what the replica does not answer), a 500 ms
+// notice gap, a 5 ms notice grace, 16 repairs, a 1 s wait for Redis with
+// 8 store fallbacks at once, the price replica on, a 100 ms order wait and
+// a 100 ms change-number poll.
 func DefaultReaderConfig() ReaderConfig {
 	return ReaderConfig{
-		TTL: 2 * time.Second, PriceBytes: 64 << 20, EventBytes: 32 << 20, PageBytes: 32 << 20,
+		TTL: 2 * time.Second, PriceBytes: 8 << 20, EventBytes: 32 << 20, PageBytes: 32 << 20,
 		NoticeWait: 500 * time.Millisecond, NoticeGrace: 5 * time.Millisecond, RedisTimeout: time.Second,
 		Fallbacks: 8, Repairs: 16, Replica: true, OrderWait: 100 * time.Millisecond, PollEvery: 100 * time.Millisecond,
 	}
