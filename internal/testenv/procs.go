@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -24,15 +25,42 @@ import (
 // -short each skips before looking for it (see Integration).
 
 // FreePort returns a loopback TCP port nobody listened on a moment ago.
+//
+// It is drawn at random below the kernel's ephemeral range (32768–60999 on
+// Linux), never from it: a port the kernel hands out for ":0" is also the
+// one it hands to the next outgoing connection of any process, and a
+// server started on it a moment later may find it taken (CI saw a cluster
+// node fail to bind that way). The same process never gets a port twice.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		port := freePortLow + rand.IntN(freePortHigh-freePortLow)
+		if portsGiven[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		portsGiven[port] = true
+		return port
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatalf("free port: none free in [%d, %d)", freePortLow, freePortHigh)
+	return 0
 }
+
+// The range FreePort draws from: above the shared services (Postgres 5432,
+// Redis 6379, NATS 4222) and below both the loopback cluster topology of
+// deploy/local/cluster.sh (32001–32433) and the ephemeral range.
+const freePortLow, freePortHigh = 20000, 32000
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 // lookBin finds a binary in PATH or in one of dirs.
 func lookBin(t testing.TB, name string, dirs ...string) string {

@@ -52,33 +52,47 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 	}
 	c := &RedisCluster{t: t}
 	root := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	t.Cleanup(func() {
+		for _, n := range c.nodes {
+			if n.cmd != nil {
+				n.cmd.Process.Kill() //nolint:errcheck // may be dead already
+				<-n.done
+			}
+		}
+	})
 	for i := range 6 {
-		port, bus := FreePort(t), FreePort(t)
-		n := &RedisNode{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: filepath.Join(root, strconv.Itoa(i))}
+		n := &RedisNode{dir: filepath.Join(root, strconv.Itoa(i))}
 		if err := os.MkdirAll(n.dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		n.args = []string{
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-			"--cluster-port", strconv.Itoa(bus),
-			"--cluster-config-file", filepath.Join(n.dir, "nodes.conf"),
-			"--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout / time.Millisecond)),
-			"--cluster-replica-validity-factor", "0",
-			"--save", "", "--appendonly", "no", "--dir", n.dir,
-			"--logfile", filepath.Join(n.dir, "redis.log"), "--protected-mode", "no"}
-		n.start(t)
 		c.nodes = append(c.nodes, n)
-	}
-	t.Cleanup(func() {
-		for _, n := range c.nodes {
-			n.cmd.Process.Kill() //nolint:errcheck // may be dead already
-			<-n.done
+		// A node whose port or bus port someone took between FreePort and
+		// its bind exits at once: it gets new ports, a few times.
+		for try := 1; ; try++ {
+			port, bus := FreePort(t), FreePort(t)
+			n.Addr = fmt.Sprintf("127.0.0.1:%d", port)
+			n.args = []string{
+				"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+				"--cluster-port", strconv.Itoa(bus),
+				"--cluster-config-file", filepath.Join(n.dir, "nodes.conf"),
+				"--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout / time.Millisecond)),
+				"--cluster-replica-validity-factor", "0",
+				"--save", "", "--appendonly", "no", "--dir", n.dir,
+				"--logfile", filepath.Join(n.dir, "redis.log"), "--protected-mode", "no"}
+			n.start(t)
+			err := c.ping(ctx, n)
+			if err == nil {
+				break
+			}
+			log, _ := os.ReadFile(filepath.Join(n.dir, "redis.log"))
+			if n.Alive() || try == 3 {
+				t.Fatalf("redis-server %s did not answer: %v\n%s", n.Addr, err, log)
+			}
+			t.Logf("redis-server %s exited at start, trying other ports: %s", n.Addr, log)
+			os.Remove(filepath.Join(n.dir, "nodes.conf")) //nolint:errcheck // may not exist
 		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for _, n := range c.nodes {
-		c.waitPing(ctx, n.Addr)
 	}
 	args := []string{"--cluster", "create"}
 	args = append(args, c.Addrs()...)
@@ -124,17 +138,28 @@ func (c *RedisCluster) Restart(ctx context.Context, addr string) {
 
 func (c *RedisCluster) waitPing(ctx context.Context, addr string) {
 	c.t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	if err := c.ping(ctx, c.Node(addr)); err != nil {
+		c.t.Fatalf("redis-server %s did not answer: %v", addr, err)
+	}
+}
+
+// ping waits until n answers PING, the context ends or n's process exits.
+func (c *RedisCluster) ping(ctx context.Context, n *RedisNode) error {
+	rdb := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer rdb.Close()
 	for {
 		err := rdb.Ping(ctx).Err()
 		if err == nil {
-			return
+			return nil
 		}
 		if ctx.Err() != nil {
-			c.t.Fatalf("redis-server %s did not answer: %v", addr, err)
+			return err
 		}
-		time.Sleep(20 * time.Millisecond) // polling a process that is starting
+		select {
+		case <-n.done:
+			return fmt.Errorf("the process exited: %w", err)
+		case <-time.After(20 * time.Millisecond): // polling a process that is starting
+		}
 	}
 }
 
