@@ -197,6 +197,13 @@ func runPollBench(ctx context.Context, o *Options, log *slog.Logger) (any, error
 	env := roundEnv{sb: sb, ing: ing, pub: pub, sched: sched, api: apiNodes, bare: pollNode{"bare", bare.Addr},
 		nodes: nodes, children: children, pg: sb.PG}
 	for r := range p.Rounds {
+		if o.Profile && r == p.Rounds-1 {
+			env.profiles = map[string]string{
+				pollNames[0]: filepath.Join(o.Out, "poll-"+pollNames[0]+".cpu.pprof"),
+				"ingest":     filepath.Join(o.Out, "poll-ingest.cpu.pprof"),
+			}
+			env.admins = map[string]string{pollNames[0]: nodes[0].Admin, "ingest": ing.Admin}
+		}
 		round, err := env.round(ctx, pollers, p)
 		if err != nil {
 			return nil, fmt.Errorf("round %d: %w", r+1, err)

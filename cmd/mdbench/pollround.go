@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
+	"sync"
 	"time"
 )
 
@@ -19,6 +21,9 @@ type roundEnv struct {
 	children map[int]string
 	// pg attributes Postgres CPU to the children's backends (nil: not).
 	pg *PGMonitor
+	// profiles: CPU profiles to take over the API run's measured part, by
+	// child name → file (-profile, last round); admins: their admin servers.
+	profiles, admins map[string]string
 }
 
 // round is one bare run, then one API run with staleness and regressions
@@ -51,6 +56,7 @@ func (e *roundEnv) round(ctx context.Context, pollers []*Poller, p PollParams) (
 	// Reads by layer and Postgres CPU are of the measured part: the
 	// warm-up is not the steady state.
 	var (
+		profiling   sync.WaitGroup
 		readsBefore []Scrape
 		readsErr    error
 		pg          pgPhase
@@ -59,7 +65,18 @@ func (e *roundEnv) round(ctx context.Context, pollers []*Poller, p PollParams) (
 		Conditional: true, Acct: acct, Grace: p.Grace, AtMeasure: func() {
 			readsBefore, readsErr = e.nodeMetrics(ctx)
 			pg = pgStart(ctx, e.pg)
+			for name, file := range e.profiles {
+				profiling.Go(func() {
+					u := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", e.admins[name], int(p.Duration.Seconds())-1)
+					if err := fetchTo(ctx, u, file); err != nil {
+						fmt.Fprintf(os.Stderr, "poll: profile of %s: %v\n", name, err)
+						return
+					}
+					fmt.Printf("profile: go tool pprof -top bin/marketdata %s\n", file)
+				})
+			}
 		}})
+	profiling.Wait()
 	round.CPUAPI = SampleCPUNamed(e.children).UsageSince(cpu)
 	round.PG = pg.end(ctx)
 	pgWhole := pgRun.end(ctx)

@@ -38,12 +38,16 @@ const (
 	readsQuery = "election"
 )
 
-// Goals of the issue.
+// Goals of the issues: issue 18 (real load) raised the ratios to 0.50 for
+// snapshot, event read and page and 0.60 for search (and /key, keybench.go)
+// and capped a node's RSS with the full price replica at 400 MB; the p99s
+// are issue 9's.
 const (
-	goalSnapshotRatio = 0.35
+	goalReadRatio     = 0.50
+	goalSearchRatio   = 0.60
 	goalSnapshotP99MS = 25.0
 	goalSearchP99MS   = 10.0
-	goalAPIRSSMB      = 500.0
+	goalAPIRSSMB      = 400.0
 )
 
 // ReadsInputs are the requests the benchmark makes, fixed by readsSeed.
@@ -145,10 +149,10 @@ func runReadsBench(ctx context.Context, o *Options, log *slog.Logger) (any, erro
 		goal             float64
 	}{
 		{fmt.Sprintf("snapshot (%d ids)", len(res.Inputs.SnapshotIDs)), "snapshot",
-			"/public/v1/prices/snapshot?ids=" + strings.Join(res.Inputs.SnapshotIDs, ","), goalSnapshotRatio},
-		{"event read", "event", "/public/v1/events/" + res.Inputs.EventID, 0},
-		{"events page (100)", "events-page", "/public/v1/events?limit=100", 0},
-		{fmt.Sprintf("search %q", readsQuery), "search", "/public/v1/markets/search?q=" + url.QueryEscape(readsQuery) + "&limit=20", 0},
+			"/public/v1/prices/snapshot?ids=" + strings.Join(res.Inputs.SnapshotIDs, ","), goalReadRatio},
+		{"event read", "event", "/public/v1/events/" + res.Inputs.EventID, goalReadRatio},
+		{"events page (100)", "events-page", "/public/v1/events?limit=100", goalReadRatio},
+		{fmt.Sprintf("search %q", readsQuery), "search", "/public/v1/markets/search?q=" + url.QueryEscape(readsQuery) + "&limit=20", goalSearchRatio},
 	}
 	for _, r := range routes {
 		before, err := node.Metrics(ctx)
@@ -178,12 +182,15 @@ func runReadsBench(ctx context.Context, o *Options, log *slog.Logger) (any, erro
 	res.ChildWarnings = logWarnings(res.ChildLog)
 
 	snap, search := res.Routes[0], res.Routes[3]
-	res.Goals = []GoalCheck{
-		{fmt.Sprintf("snapshot ratio ≥ %.2f", goalSnapshotRatio), snap.Ratio, snap.Met},
+	for i, r := range routes {
+		c := res.Routes[i]
+		res.Goals = append(res.Goals, GoalCheck{fmt.Sprintf("%s ratio ≥ %.2f", r.slug, r.goal), c.Ratio, c.Met})
+	}
+	res.Goals = append(res.Goals, []GoalCheck{
 		{fmt.Sprintf("snapshot p99 ≤ %.0f ms", goalSnapshotP99MS), snap.APIP99MS, snap.APIP99MS <= goalSnapshotP99MS},
 		{fmt.Sprintf("search p99 ≤ %.0f ms", goalSearchP99MS), search.APIP99MS, search.APIP99MS <= goalSearchP99MS},
 		{fmt.Sprintf("API RSS (VmHWM) ≤ %.0f MB", goalAPIRSSMB), res.MemEnd.HWMMB, res.MemEnd.HWMMB <= goalAPIRSSMB},
-	}
+	}...)
 	// Not one of the issue's figures, but a route that fails requests under
 	// load meets no goal: every API answer must be the 200 the bare one is.
 	var failed int64
