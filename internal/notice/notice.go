@@ -5,12 +5,12 @@
 package notice
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	json "github.com/segmentio/encoding/json"
 )
 
 // Default subjects (contract §1 names none of them; operators may change
