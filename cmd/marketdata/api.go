@@ -45,6 +45,7 @@ func (c *cli) apiCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			log.Debug("garbage collection", "gogc", tuneAPIGC())
 			return runAPI(cmd.Context(), cfg, noticeSubject, log, newRegistry(), nil)
 		},
 	}
