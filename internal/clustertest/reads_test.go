@@ -79,10 +79,6 @@ func TestRateLimitExactAcrossNodes(t *testing.T) {
 		t.Cleanup(func() { n.stop(10 * time.Second) })
 		nodes = append(nodes, n)
 	}
-	_, secret, err := s.newKey(ctx, "clustertest-limits", "markets:read")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Warm each node's Redis Cluster connections and scripts on another
 	// account first: exactness is the promise while Redis answers within
 	// the node's 50 ms budget, and a node's first dials to the cluster on a
@@ -99,7 +95,57 @@ func TestRateLimitExactAcrossNodes(t *testing.T) {
 			}
 		}
 	}
+	// An attempt in which some decision was the fallback's (Redis past the
+	// budget on a machine busy with other packages' tests: seen in CI, 94
+	// accepted of 90) promised no exactness: it runs once more on a fresh
+	// account. Every decision of the attempt that is judged was Redis's.
+	for attempt := 1; ; attempt++ {
+		local, counts, remaining := exactAttempt(ctx, t, s, nodes, attempt, limit, sent)
+		if local > 0 && attempt < 3 {
+			t.Logf("attempt %d: %d of %d decisions fell back to the nodes (Redis past the budget); again on a fresh account", attempt, local, sent)
+			continue
+		}
+		if local > 0 {
+			t.Fatalf("attempt %d: still %d decisions fell back to the nodes: Redis Cluster is not answering within the limiter's budget", attempt, local)
+		}
+		if got, want := counts[http.StatusOK], limit; got != want {
+			t.Errorf("accepted %d requests across 3 nodes, want exactly MD_RATE_LIMIT = %d (statuses %v)", got, want, counts)
+		}
+		if got, want := counts[http.StatusTooManyRequests], sent-limit; got != want {
+			t.Errorf("429 answers: %d, want %d (statuses %v)", got, want, counts)
+		}
+		for v := range limit {
+			if remaining[v] != 1 {
+				t.Errorf("RateLimit-Remaining %d seen %d times among accepted requests, want once", v, remaining[v])
+			}
+		}
+		t.Logf("attempt %d: statuses %v (%s)", attempt, counts, time.Since(started).Round(time.Millisecond))
+		return
+	}
+}
 
+// exactAttempt sends sent requests of a fresh account over nodes, 9 at a
+// time, and returns how many of them the nodes decided without Redis (the
+// nodes' Redis-decided admissions fell short of sent by that many), the
+// statuses, and how often each RateLimit-Remaining came with a 200.
+func exactAttempt(ctx context.Context, t *testing.T, s *suite, nodes []*child, attempt, limit, sent int) (int, map[int]int, map[int]int) {
+	t.Helper()
+	_, secret, err := s.newKey(ctx, fmt.Sprintf("clustertest-limits-%d", attempt), "markets:read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	decided := func() float64 {
+		var sum float64
+		for _, n := range nodes {
+			v, err := n.metric(ctx, "marketdata_ratelimit_admissions_total")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum += v
+		}
+		return sum
+	}
+	before := decided()
 	type result struct {
 		status    int
 		remaining string
@@ -122,6 +168,7 @@ func TestRateLimitExactAcrossNodes(t *testing.T) {
 	}
 	wg.Wait()
 	close(results)
+	local := sent - int(decided()-before)
 
 	counts := map[int]int{}
 	remaining := map[int]int{}
@@ -139,16 +186,5 @@ func TestRateLimitExactAcrossNodes(t *testing.T) {
 			remaining[n]++
 		}
 	}
-	if got, want := counts[http.StatusOK], limit; got != want {
-		t.Errorf("accepted %d requests across 3 nodes, want exactly MD_RATE_LIMIT = %d (statuses %v)", got, want, counts)
-	}
-	if got, want := counts[http.StatusTooManyRequests], sent-limit; got != want {
-		t.Errorf("429 answers: %d, want %d (statuses %v)", got, want, counts)
-	}
-	for v := range limit {
-		if remaining[v] != 1 {
-			t.Errorf("RateLimit-Remaining %d seen %d times among accepted requests, want once", v, remaining[v])
-		}
-	}
-	t.Logf("statuses %v (%s)", counts, time.Since(started).Round(time.Millisecond))
+	return local, counts, remaining
 }
