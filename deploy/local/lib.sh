@@ -20,8 +20,15 @@ as_root() {
 
 apt_updated=no
 
-# apt_install installs Debian packages, running apt-get update at most once per run.
+# apt_install installs Debian packages, running apt-get update at most once per run. A first
+# argument --no-install-recommends is passed to apt-get install (chromium.sh: Chromium's
+# recommends pull in about 90 more packages, systemd among them).
 apt_install() {
+	local opts=()
+	if [ "${1:-}" = --no-install-recommends ]; then
+		opts=(--no-install-recommends)
+		shift
+	fi
 	command -v apt-get >/dev/null 2>&1 || die "$* not installed and apt-get is unavailable: install it yourself"
 	if [ "$apt_updated" = no ]; then
 		# A fresh machine may be running unattended-upgrades: wait for its lock.
@@ -35,7 +42,7 @@ apt_install() {
 		"" | "(none)") die "package $pkg is not available from this machine's apt sources" ;;
 		esac
 	done
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q "$@" >&2 ||
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q "${opts[@]}" "$@" >&2 ||
 		die "apt-get install $* failed"
 }
 

@@ -102,7 +102,9 @@ func list(b *strings.Builder, lines []string, i int) int {
 }
 
 // table renders the pipe table starting at lines[i] and returns the next
-// line. The second row is the header separator.
+// line. The second row is the header separator. The table sits in a
+// div.scroll: a table wider than a narrow screen scrolls by itself rather
+// than breaking its code mid-word or widening the page.
 func table(b *strings.Builder, lines []string, i int) int {
 	var rows [][]string
 	for ; i < len(lines); i++ {
@@ -112,7 +114,7 @@ func table(b *strings.Builder, lines []string, i int) int {
 		}
 		rows = append(rows, cells(t))
 	}
-	b.WriteString("<table>\n")
+	b.WriteString("<div class=\"scroll\"><table>\n")
 	for r, row := range rows {
 		if r == 1 && isSeparator(row) {
 			continue
@@ -127,7 +129,7 @@ func table(b *strings.Builder, lines []string, i int) int {
 		}
 		b.WriteString("</tr>\n")
 	}
-	b.WriteString("</table>\n")
+	b.WriteString("</table></div>\n")
 	return i
 }
 
@@ -180,7 +182,14 @@ func inline(s string) string {
 			break
 		}
 		b.WriteString(emph(s[:open]))
-		b.WriteString("<code>" + html.EscapeString(s[open+1:open+1+end]) + "</code>")
+		code := s[open+1 : open+1+end]
+		if strings.Contains(code, " ") {
+			// Several words may wrap between them in a narrow table
+			// column; a single identifier never wraps (site.css).
+			b.WriteString(`<code class="words">` + html.EscapeString(code) + "</code>")
+		} else {
+			b.WriteString("<code>" + html.EscapeString(code) + "</code>")
+		}
 		s = s[open+1+end+1:]
 	}
 	b.WriteString(emph(s))

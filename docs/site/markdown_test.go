@@ -21,8 +21,9 @@ func TestMarkdown(t *testing.T) {
 			"<ul>\n<li>one more</li>\n<li>two</li>\n</ul>\n<p>after</p>\n"},
 		{"ordered list", "1. a\n2. b", 0, "<ol>\n<li>a</li>\n<li>b</li>\n</ol>\n"},
 		{"table with a pipe in code", "| a | b |\n|---|---|\n| `x|y` | 2 |", 0,
-			"<table>\n<tr><th>a</th><th>b</th></tr>\n<tr><td><code>x|y</code></td><td>2</td></tr>\n</table>\n"},
+			"<div class=\"scroll\"><table>\n<tr><th>a</th><th>b</th></tr>\n<tr><td><code>x|y</code></td><td>2</td></tr>\n</table></div>\n"},
 		{"unclosed code", "a `b", 0, "<p>a `b</p>\n"},
+		{"code of several words", "`Retry-After: <seconds>`", 0, "<p><code class=\"words\">Retry-After: &lt;seconds&gt;</code></p>\n"},
 	} {
 		if got := string(markdown(c.src, c.shift)); got != c.want {
 			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
@@ -32,7 +33,7 @@ func TestMarkdown(t *testing.T) {
 
 // allowedTag is every tag markdown may write; anything else in its output
 // would be markup that came from the text.
-var allowedTag = regexp.MustCompile(`</?(p|h[1-6]|ul|ol|li|table|tr|th|td|code|strong|em)( id="[a-z0-9-]*")?>`)
+var allowedTag = regexp.MustCompile(`</?(p|h[1-6]|ul|ol|li|table|tr|th|td|code|strong|em)( id="[a-z0-9-]*")?>|<code class="words">|<div class="scroll">|</div>`)
 
 // FuzzMarkdown: whatever the text, the output holds only markdown's own
 // tags (every '<' of the text is escaped), and every tag is closed.
@@ -46,8 +47,8 @@ func FuzzMarkdown(f *testing.F) {
 		if strings.ContainsAny(rest, "<>") {
 			t.Fatalf("markup not from markdown in %q (from %q)", out, src)
 		}
-		for _, tag := range []string{"p", "ul", "ol", "li", "table", "tr", "code", "strong", "em"} {
-			if strings.Count(out, "<"+tag+">") != strings.Count(out, "</"+tag+">") {
+		for _, tag := range []string{"div", "p", "ul", "ol", "li", "table", "tr", "code", "strong", "em"} {
+			if strings.Count(out, "<"+tag+">")+strings.Count(out, "<"+tag+" ") != strings.Count(out, "</"+tag+">") {
 				t.Fatalf("unbalanced <%s> in %q (from %q)", tag, out, src)
 			}
 		}

@@ -8,6 +8,88 @@
   "use strict";
 
   var $ = function (id) { return document.getElementById(id); };
+
+  // The contents show where the reader is: the link of the section in view
+  // gets aria-current="location" (site.css gives it a visible mark). The
+  // section in view is the last one whose start has scrolled past the
+  // header, or the one just picked from the contents.
+  (function () {
+    var toc = document.querySelector("nav.toc");
+    if (!toc) { return; }
+    var links = Array.prototype.filter.call(toc.querySelectorAll('a[href^="#"]'), function (a) {
+      return $(a.getAttribute("href").slice(1));
+    });
+    var targets = [];
+    links.forEach(function (a) {
+      var el = $(a.getAttribute("href").slice(1));
+      if (targets.indexOf(el) < 0) { targets.push(el); }
+    });
+    // Document order: the contents list Streams among the concepts.
+    targets.sort(function (a, b) {
+      return a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING ? -1 : 1;
+    });
+    var header = document.querySelector("header.top");
+    var picked = null, current = null, queued = false;
+
+    function onScreen(el) {
+      var r = el.getBoundingClientRect();
+      return r.bottom > 0 && r.top < window.innerHeight;
+    }
+
+    function inView() {
+      var line = (header ? header.getBoundingClientRect().bottom : 0) + 16, found = -1;
+      for (var i = 0; i < targets.length; i++) {
+        if (targets[i].getBoundingClientRect().top > line) { break; }
+        found = i;
+      }
+      // A picked section the page could not scroll up to the header (near
+      // the end) stays marked while on screen; scrolling on past it lets go.
+      if (picked && found < targets.indexOf(picked) && onScreen(picked)) { return picked; }
+      picked = null;
+      return found < 0 ? null : targets[found];
+    }
+
+    function mark() {
+      queued = false;
+      var el = inView();
+      if (el === current) { return; }
+      current = el;
+      var first = null;
+      links.forEach(function (a) {
+        if (el && a.getAttribute("href") === "#" + el.id) {
+          a.setAttribute("aria-current", "location");
+          first = first || a;
+        } else {
+          a.removeAttribute("aria-current");
+        }
+      });
+      // Keep the marked link visible in the contents when they scroll on
+      // their own (wide screens); never scroll the page for it.
+      if (first && toc.scrollHeight > toc.clientHeight) {
+        var t = first.getBoundingClientRect(), box = toc.getBoundingClientRect();
+        if (t.top < box.top || t.bottom > box.bottom) {
+          toc.scrollTop += t.top - box.top - box.height / 3;
+        }
+      }
+    }
+
+    function queue() {
+      if (!queued) {
+        queued = true;
+        window.requestAnimationFrame(mark);
+      }
+    }
+
+    function pick() {
+      picked = window.location.hash.length > 1 ? $(window.location.hash.slice(1)) : null;
+      queue();
+    }
+    window.addEventListener("scroll", queue, { passive: true });
+    window.addEventListener("resize", queue);
+    window.addEventListener("hashchange", pick);
+    pick();
+  })();
+
   var ui = $("tryit-ui");
   if (!ui) { return; }
   ui.hidden = false;
