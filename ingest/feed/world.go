@@ -74,8 +74,27 @@ func (g *Generator) venueCount() int {
 
 // newEvent invents an event with its markets and quotes, registers it as
 // live and returns it. Its entities start at version base+1.
+//
+// Event n is the same in every run of a seed: the initial world's events
+// come from the seed's draws, and an event added during a run is drawn from
+// the seed and n alone, leaving the run's draws where they were. So a
+// restarted feed, whose changes differ from the earlier run's, adds the same
+// events under the same ids (only at other times), never another event
+// under an id an earlier run used.
 func (g *Generator) newEvent(now time.Time) *event {
 	n := len(g.events) + 1
+	if g.built {
+		run, err := g.pcg.MarshalBinary()
+		if err != nil {
+			panic("feed: PCG state: " + err.Error()) // PCG.MarshalBinary never fails
+		}
+		g.pcg.Seed(g.cfg.Seed^eventSalt, uint64(n))
+		defer func() {
+			if err := g.pcg.UnmarshalBinary(run); err != nil {
+				panic("feed: PCG state: " + err.Error()) // its own output
+			}
+		}()
+	}
 	lo, hi := g.cfg.MarketsPerEvent[0], g.cfg.MarketsPerEvent[1]
 	k := lo + g.rng.IntN(hi-lo+1)
 
