@@ -42,7 +42,8 @@ type GenConfig struct {
 	// MarketsPerEvent is the inclusive range of markets per event (default
 	// 2..6; at most 50).
 	MarketsPerEvent [2]int
-	// Now is the clock that stamps messages (default time.Now). The version base and the run's tag are taken from it once,
+	// Now is the clock that stamps messages and paces the hot set (default
+	// time.Now). The version base and the run's tag are taken from it once,
 	// at NewGenerator.
 	Now func() time.Time
 	// SubjectPrefix is the subject prefix (default
@@ -79,6 +80,12 @@ type Generator struct {
 	runTag   string
 	built    bool // the initial world is made: new events are drawn on their own
 	tradeSeq int64
+
+	// The hot set (hot.go).
+	hot         []*market
+	hotStale    bool      // the set may have changed: pick it again
+	hotLast     bool      // the last change was a hot one
+	hotTradeDue time.Time // when the next trade on a hot market is due
 
 	titles      map[string]bool
 	events      []*event // every event, in creation order
@@ -129,6 +136,7 @@ func NewGenerator(cfg GenConfig) *Generator {
 	// initial world, instead of the same ones again under new ids.
 	pcg.Seed(cfg.Seed^runSalt, uint64(g.base)^seedSalt)
 	g.built = true
+	g.hotTradeDue = epoch
 	for _, e := range g.events {
 		g.eventMsg(e)
 	}
@@ -164,13 +172,16 @@ func (g *Generator) Initial() []Msg {
 // Next returns the next message of the world's changes: about 80% of the
 // messages are price updates, 15% trades, and the rest market resolutions
 // (each with its settlement price), event updates (volume, a new venue
-// listing), merges, event resolutions and new events. A change that spans
-// several messages (a new event with its markets, a resolution, a price
-// move that reprices an event's other markets) is returned over consecutive
-// calls.
+// listing), merges, event resolutions and new events. The hot set's prices
+// and trades (hot.go) go first whenever they are due by the clock. A change
+// that spans several messages (a new event with its markets, a resolution,
+// a price move that reprices an event's other markets) is returned over
+// consecutive calls.
 func (g *Generator) Next() Msg {
 	if len(g.pending) == 0 {
-		g.change(g.cfg.Now().UTC())
+		if now := g.cfg.Now().UTC(); !g.hotChange(now) {
+			g.change(now)
+		}
 	}
 	m := g.pending[0]
 	g.pending = g.pending[1:]

@@ -21,8 +21,9 @@ type event struct {
 	volume     float64
 	updatedAt  time.Time
 	markets    []*market
-	slot       int // position in Generator.liveEvents; -1 once resolved or merged
-	lastMsg    Msg // the message of the current version
+	slot       int  // position in Generator.liveEvents; -1 once resolved or merged
+	hot        bool // some of its markets are hot: it neither resolves nor merges
+	lastMsg    Msg  // the message of the current version
 
 	// The fair-value model of its markets (see draft).
 	kind   kind
@@ -52,9 +53,11 @@ type market struct {
 	quotes       [4]*quote // nil where the market is not listed
 	priceVersion int64
 	priceTS      time.Time
-	slot         int // position in Generator.liveMarkets; -1 when not trading
-	lastMsg      Msg // the market message of the current version
-	lastPrice    Msg // the price message of the current price version
+	slot         int       // position in Generator.liveMarkets; -1 when not trading
+	hot          bool      // in the hot set (hot.go)
+	hotDue       time.Time // when hot: when its next price is due
+	lastMsg      Msg       // the market message of the current version
+	lastPrice    Msg       // the price message of the current price version
 }
 
 // venueCount draws how many venues a new event is listed on: about 10% of
@@ -191,6 +194,7 @@ func (g *Generator) listMarket(m *market, v int) {
 func (g *Generator) addLiveEvent(e *event) {
 	e.slot = len(g.liveEvents)
 	g.liveEvents = append(g.liveEvents, e)
+	g.hotStale = true
 }
 
 func (g *Generator) dropLiveEvent(e *event) {
@@ -201,6 +205,7 @@ func (g *Generator) dropLiveEvent(e *event) {
 	g.liveEvents[e.slot], last.slot = last, e.slot
 	g.liveEvents = g.liveEvents[:len(g.liveEvents)-1]
 	e.slot = -1
+	g.hotStale = g.hotStale || e.hot
 }
 
 func (g *Generator) addLiveMarket(m *market) {
@@ -216,6 +221,7 @@ func (g *Generator) dropLiveMarket(m *market) {
 	g.liveMarkets[m.slot], last.slot = last, m.slot
 	g.liveMarkets = g.liveMarkets[:len(g.liveMarkets)-1]
 	m.slot = -1
+	g.hotStale = g.hotStale || m.hot
 }
 
 // cents rounds v to two decimals.
