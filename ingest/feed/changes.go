@@ -9,17 +9,22 @@ import (
 
 // rareChange is one of the changes other than prices and trades. Resolutions
 // and merges shrink the live world and new events grow it; the choice leans
-// towards whichever keeps about cfg.Events events live.
+// towards whichever keeps about cfg.Events events live. A hot event (hot.go)
+// is not resolved, in part or whole: it gets an event update instead.
 func (g *Generator) rareChange(now time.Time) {
 	live, target := len(g.liveEvents), g.cfg.Events
 	switch x := g.rng.Float64(); {
 	case x < 0.40:
-		g.resolveMarket(pick(g.rng, g.liveMarkets), now)
+		if m := pick(g.rng, g.liveMarkets); !m.ev.hot {
+			g.resolveMarket(m, now)
+		} else {
+			g.updateEvent(m.ev, now)
+		}
 	case x < 0.65:
 		g.updateEvent(pick(g.rng, g.liveEvents), now)
 	case x < 0.85:
 		if live > target+target/10 {
-			g.resolveEvent(pick(g.rng, g.liveEvents), now)
+			g.resolveLiveEvent(now)
 			return
 		}
 		g.addEvent(now)
@@ -34,7 +39,16 @@ func (g *Generator) rareChange(now time.Time) {
 			g.addEvent(now)
 			return
 		}
-		g.resolveEvent(pick(g.rng, g.liveEvents), now)
+		g.resolveLiveEvent(now)
+	}
+}
+
+// resolveLiveEvent resolves a random live event, or updates it when it is hot.
+func (g *Generator) resolveLiveEvent(now time.Time) {
+	if e := pick(g.rng, g.liveEvents); !e.hot {
+		g.resolveEvent(e, now)
+	} else {
+		g.updateEvent(e, now)
 	}
 }
 
@@ -210,9 +224,14 @@ func (g *Generator) closeEvent(e *event, now time.Time) {
 
 // mergeEvent finds that one live event duplicates another: the duplicate is
 // merged into the survivor, which takes over its volume. The duplicate's
-// markets stop trading but keep their status; the merge hides them.
+// markets stop trading but keep their status; the merge hides them. A hot
+// event is never the duplicate (it gets an event update instead).
 func (g *Generator) mergeEvent(now time.Time) {
 	dup := pick(g.rng, g.liveEvents)
+	if dup.hot {
+		g.updateEvent(dup, now)
+		return
+	}
 	var into *event
 	for try := 0; try < 8; try++ {
 		c := pick(g.rng, g.liveEvents)
@@ -261,6 +280,7 @@ func (g *Generator) updateEvent(e *event, now time.Time) {
 	}
 	v := pick(g.rng, missing)
 	e.venues[v] = g.ids.event(v, draft{title: e.title, stem: e.stem, code: e.code})
+	g.hotStale = true // with one venue more, e may now be among the hot events
 	g.emit(g.eventMsg(e))
 	var listed []*market
 	for _, m := range e.markets {

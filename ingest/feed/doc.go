@@ -13,6 +13,18 @@
 // biases; a resolved market gets a settlement price (no bid or ask, last 1
 // or 0) and then no more prices or trades.
 //
+// The hot set keeps a demo's first calls live. In a world of hundreds of
+// markets sharing tens of messages a second, any one market changes every
+// 20–60 s; so a handful of markets, those of the first events (lowest ids)
+// listed on three venues or more — the ones the README's examples pick with
+// `events?limit=1&min_venues=3` — get a new price every 0.8–1.4 s, and one
+// of them trades every 0.4–1 s, from the first changes on. With the default
+// seed these are mk_000002_01 … mk_000002_04 and mk_000004_01,
+// mk_000004_02. The hot changes are timed by the generator's clock and take
+// a share of the configured rate (about seven messages a second, at most
+// every other change) rather than adding to it. Hot events neither resolve
+// nor merge into another, so the README's lines keep finding them.
+//
 // Every message the generator produces is valid under ingest.Decode. Versions
 // increase by one per change of each entity, starting just above the clock's
 // reading in microseconds when the generator was made: a restarted feed thus
@@ -20,4 +32,18 @@
 // as stale. Every message carries a Nats-Msg-Id that is unique per distinct
 // message, so republishing the same state is deduplicated by JetStream and
 // ignored by ingest.
+//
+// A restart continues the world rather than replaying it. The seed alone
+// makes the initial world (the same events, markets, titles and venue ids
+// run after run, so ids in a README or a bookmark keep working); what
+// happens next is drawn from the seed and the run (the clock at start), so
+// a restarted feed makes other price moves and other trades, with trade ids
+// and timestamps of its own, instead of the earlier run's trades again under
+// new ids. The events a run adds are the seed's too: the n-th event is the
+// same in every run (drawn from the seed and n), so a restart adds the same
+// events under the same ids, at other times, and never gives an id to
+// another event. The run does not read back what an earlier run left: it
+// starts again from the initial world's prices and statuses (at higher
+// versions), so what an earlier run resolved or merged is active again, and
+// an event an earlier run added stays as it left it until this run adds it.
 package feed

@@ -19,6 +19,11 @@ const (
 	maxMarketsPerEvent = 50
 	// seedSalt derives the PCG's second word from the seed.
 	seedSalt = 0x9e3779b97f4a7c15
+	// runSalt derives the changes' PCG words from the seed and the run.
+	runSalt = 0xd1b54a32d192ed03
+	// eventSalt derives an added event's PCG words from the seed and the
+	// event's number.
+	eventSalt = 0x94d049bb133111eb
 )
 
 // GenConfig configures a Generator. Zero fields take the defaults noted.
@@ -27,14 +32,19 @@ type GenConfig struct {
 	// live events the generator keeps around as events resolve and merge
 	// (default DefaultEvents).
 	Events int
-	// Seed makes the world reproducible: the same Seed and clock give the same
-	// messages, byte for byte.
+	// Seed makes the initial world reproducible: the same Seed gives the same
+	// events, markets, titles and venue ids. The changes that follow depend on
+	// the Seed and on the clock's reading at NewGenerator (the run), so that a
+	// restarted feed goes on with new moves and trades instead of replaying
+	// the earlier run's; the same Seed and clock give the same messages, byte
+	// for byte.
 	Seed uint64
 	// MarketsPerEvent is the inclusive range of markets per event (default
 	// 2..6; at most 50).
 	MarketsPerEvent [2]int
-	// Now is the clock that stamps messages (default time.Now). The version
-	// base and the trade id tag are taken from it once, at NewGenerator.
+	// Now is the clock that stamps messages and paces the hot set (default
+	// time.Now). The version base and the run's tag are taken from it once,
+	// at NewGenerator.
 	Now func() time.Time
 	// SubjectPrefix is the subject prefix (default
 	// ingest.DefaultSubjectPrefix).
@@ -57,15 +67,25 @@ type Msg struct {
 // not safe for concurrent use.
 type Generator struct {
 	cfg   GenConfig
+	pcg   *rand.PCG // rng's source: the seed's while the world is built, then the run's
 	rng   *rand.Rand
 	ids   *venueIDs
 	epoch time.Time // the clock at creation; event dates are after it
 	// base is added to every version: the clock in microseconds at creation,
 	// so a restarted feed supersedes whatever an earlier run left in the
 	// store, while each entity's version still grows by one per change.
-	base     int64
-	tradeTag string // makes trade ids unique across restarts, like base
+	base int64
+	// runTag is base in base 36: it makes trade ids unique across
+	// restarts, like base.
+	runTag   string
+	built    bool // the initial world is made: new events are drawn on their own
 	tradeSeq int64
+
+	// The hot set (hot.go).
+	hot         []*market
+	hotStale    bool      // the set may have changed: pick it again
+	hotLast     bool      // the last change was a hot one
+	hotTradeDue time.Time // when the next trade on a hot market is due
 
 	titles      map[string]bool
 	events      []*event // every event, in creation order
@@ -95,20 +115,28 @@ func NewGenerator(cfg GenConfig) *Generator {
 		cfg.SubjectPrefix = ingest.DefaultSubjectPrefix
 	}
 
-	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^seedSalt))
+	pcg := rand.NewPCG(cfg.Seed, cfg.Seed^seedSalt)
+	rng := rand.New(pcg)
 	epoch := cfg.Now().UTC()
 	g := &Generator{
 		cfg:    cfg,
+		pcg:    pcg,
 		rng:    rng,
 		ids:    newVenueIDs(rng),
 		epoch:  epoch,
 		base:   max(0, epoch.UnixMicro()),
 		titles: make(map[string]bool),
 	}
-	g.tradeTag = strconv.FormatInt(g.base, 36)
+	g.runTag = strconv.FormatInt(g.base, 36)
 	for range cfg.Events {
 		g.newEvent(epoch)
 	}
+	// From here on the draws are the run's own: a restart (a later clock)
+	// makes other moves and trades than the run before it, from the same
+	// initial world, instead of the same ones again under new ids.
+	pcg.Seed(cfg.Seed^runSalt, uint64(g.base)^seedSalt)
+	g.built = true
+	g.hotTradeDue = epoch
 	for _, e := range g.events {
 		g.eventMsg(e)
 	}
@@ -144,13 +172,16 @@ func (g *Generator) Initial() []Msg {
 // Next returns the next message of the world's changes: about 80% of the
 // messages are price updates, 15% trades, and the rest market resolutions
 // (each with its settlement price), event updates (volume, a new venue
-// listing), merges, event resolutions and new events. A change that spans
-// several messages (a new event with its markets, a resolution, a price
-// move that reprices an event's other markets) is returned over consecutive
-// calls.
+// listing), merges, event resolutions and new events. The hot set's prices
+// and trades (hot.go) go first whenever they are due by the clock. A change
+// that spans several messages (a new event with its markets, a resolution,
+// a price move that reprices an event's other markets) is returned over
+// consecutive calls.
 func (g *Generator) Next() Msg {
 	if len(g.pending) == 0 {
-		g.change(g.cfg.Now().UTC())
+		if now := g.cfg.Now().UTC(); !g.hotChange(now) {
+			g.change(now)
+		}
 	}
 	m := g.pending[0]
 	g.pending = g.pending[1:]

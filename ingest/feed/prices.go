@@ -198,7 +198,7 @@ func (g *Generator) tradeOn(m *market, now time.Time) tradeWire {
 	g.tradeSeq++
 	return tradeWire{
 		MarketID: m.id,
-		TradeID:  fmt.Sprintf("tr_%s_%09d", g.tradeTag, g.tradeSeq),
+		TradeID:  fmt.Sprintf("tr_%s_%09d", g.runTag, g.tradeSeq),
 		Venue:    venueName(v),
 		Price:    q.price(ticks),
 		Size:     size,

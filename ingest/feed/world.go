@@ -21,8 +21,9 @@ type event struct {
 	volume     float64
 	updatedAt  time.Time
 	markets    []*market
-	slot       int // position in Generator.liveEvents; -1 once resolved or merged
-	lastMsg    Msg // the message of the current version
+	slot       int  // position in Generator.liveEvents; -1 once resolved or merged
+	hot        bool // some of its markets are hot: it neither resolves nor merges
+	lastMsg    Msg  // the message of the current version
 
 	// The fair-value model of its markets (see draft).
 	kind   kind
@@ -52,9 +53,11 @@ type market struct {
 	quotes       [4]*quote // nil where the market is not listed
 	priceVersion int64
 	priceTS      time.Time
-	slot         int // position in Generator.liveMarkets; -1 when not trading
-	lastMsg      Msg // the market message of the current version
-	lastPrice    Msg // the price message of the current price version
+	slot         int       // position in Generator.liveMarkets; -1 when not trading
+	hot          bool      // in the hot set (hot.go)
+	hotDue       time.Time // when hot: when its next price is due
+	lastMsg      Msg       // the market message of the current version
+	lastPrice    Msg       // the price message of the current price version
 }
 
 // venueCount draws how many venues a new event is listed on: about 10% of
@@ -74,8 +77,27 @@ func (g *Generator) venueCount() int {
 
 // newEvent invents an event with its markets and quotes, registers it as
 // live and returns it. Its entities start at version base+1.
+//
+// Event n is the same in every run of a seed: the initial world's events
+// come from the seed's draws, and an event added during a run is drawn from
+// the seed and n alone, leaving the run's draws where they were. So a
+// restarted feed, whose changes differ from the earlier run's, adds the same
+// events under the same ids (only at other times), never another event
+// under an id an earlier run used.
 func (g *Generator) newEvent(now time.Time) *event {
 	n := len(g.events) + 1
+	if g.built {
+		run, err := g.pcg.MarshalBinary()
+		if err != nil {
+			panic("feed: PCG state: " + err.Error()) // PCG.MarshalBinary never fails
+		}
+		g.pcg.Seed(g.cfg.Seed^eventSalt, uint64(n))
+		defer func() {
+			if err := g.pcg.UnmarshalBinary(run); err != nil {
+				panic("feed: PCG state: " + err.Error()) // its own output
+			}
+		}()
+	}
 	lo, hi := g.cfg.MarketsPerEvent[0], g.cfg.MarketsPerEvent[1]
 	k := lo + g.rng.IntN(hi-lo+1)
 
@@ -172,6 +194,7 @@ func (g *Generator) listMarket(m *market, v int) {
 func (g *Generator) addLiveEvent(e *event) {
 	e.slot = len(g.liveEvents)
 	g.liveEvents = append(g.liveEvents, e)
+	g.hotStale = true
 }
 
 func (g *Generator) dropLiveEvent(e *event) {
@@ -182,6 +205,7 @@ func (g *Generator) dropLiveEvent(e *event) {
 	g.liveEvents[e.slot], last.slot = last, e.slot
 	g.liveEvents = g.liveEvents[:len(g.liveEvents)-1]
 	e.slot = -1
+	g.hotStale = g.hotStale || e.hot
 }
 
 func (g *Generator) addLiveMarket(m *market) {
@@ -197,6 +221,7 @@ func (g *Generator) dropLiveMarket(m *market) {
 	g.liveMarkets[m.slot], last.slot = last, m.slot
 	g.liveMarkets = g.liveMarkets[:len(g.liveMarkets)-1]
 	m.slot = -1
+	g.hotStale = g.hotStale || m.hot
 }
 
 // cents rounds v to two decimals.
