@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/store"
 )
 
 // Reads and bookkeeping for ingest's anti-entropy pass, which compares the
@@ -112,6 +114,55 @@ func (c *Cache) ReadTradeWindows(ctx context.Context, markets []string) (map[str
 			continue
 		}
 		out[id] = TradeWindow{N: n, Oldest: first[0].Score, Newest: last[0].Score}
+	}
+	return out, nil
+}
+
+// MissingTrades returns, by market, those of the given trades that a write
+// would add to the trade lists Redis holds: absent from their list, and not
+// older than the whole of a full list (the write would trim them at once).
+// A market none of whose trades is missing is left out. The lists are read
+// in one pipeline.
+func (c *Cache) MissingTrades(ctx context.Context, trades []store.Trade) (map[string][]store.Trade, error) {
+	if len(trades) == 0 {
+		return map[string][]store.Trade{}, nil
+	}
+	byMarket := map[string][]store.Trade{}
+	for _, t := range trades {
+		byMarket[t.MarketID] = append(byMarket[t.MarketID], t)
+	}
+	p := c.rdb.Pipeline()
+	lists := make(map[string]*redis.ZSliceCmd, len(byMarket))
+	for id := range byMarket {
+		lists[id] = p.ZRangeWithScores(ctx, c.TradesKey(id), 0, -1)
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("cache: read trade lists: %w", err)
+	}
+	out := map[string][]store.Trade{}
+	for id, ts := range byMarket {
+		list := lists[id].Val()
+		have := make(map[string]bool, len(list))
+		for _, z := range list {
+			if m, ok := z.Member.(string); ok {
+				have[m] = true
+			}
+		}
+		for _, t := range ts {
+			member, score := string(RenderTrade(&t)), TradeScore(&t)
+			if have[member] {
+				continue
+			}
+			if len(list) >= MaxTrades {
+				// A full list keeps its newest MaxTrades in (score,
+				// member) order: below its oldest, t would not stay.
+				oldest, _ := list[0].Member.(string)
+				if score < list[0].Score || score == list[0].Score && member < oldest {
+					continue
+				}
+			}
+			out[id] = append(out[id], t)
+		}
 	}
 	return out, nil
 }

@@ -3,7 +3,9 @@ package cache_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -251,5 +253,38 @@ func TestReadTradeWindows(t *testing.T) {
 	want := cache.TradeWindow{N: 3, Oldest: cache.TradeScore(&trades[0]), Newest: cache.TradeScore(&trades[2])}
 	if len(w) != 1 || w["m-1"] != want {
 		t.Errorf("got %+v, want only m-1: %+v", w, want)
+	}
+}
+
+// TestMissingTrades: a trade is missing when its list lacks it, unless the
+// list is full and the trade is older than all of it (a write would trim it
+// at once); a market without a list misses all of its trades.
+func TestMissingTrades(t *testing.T) {
+	c, rdb, _ := miniCache(t)
+	ctx := context.Background()
+	base := testNow.Add(-time.Hour)
+	trade := func(m string, i int) store.Trade {
+		return store.Trade{MarketID: m, TradeID: fmt.Sprintf("%s-%03d", m, i), Venue: "venue_a",
+			Price: 0.5, Size: 1, Side: "buy", TS: base.Add(time.Duration(i) * time.Second)}
+	}
+	// m-1 holds its newest MaxTrades of MaxTrades+1 trades: full.
+	var full []store.Trade
+	for i := range cache.MaxTrades + 1 {
+		full = append(full, trade("m-1", i))
+	}
+	// m-3 lost the middle one of its three trades.
+	three := []store.Trade{trade("m-3", 1), trade("m-3", 2), trade("m-3", 3)}
+	apply(t, c, &store.Result{Trades: append(slices.Clone(full), three...)})
+	if err := rdb.ZRem(ctx, c.TradesKey("m-3"), cache.RenderTrade(&three[1])).Err(); err != nil {
+		t.Fatal(err)
+	}
+	other := trade("m-2", 5)
+	got, err := c.MissingTrades(ctx, append([]store.Trade{full[0], full[1], full[cache.MaxTrades], other}, three...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]store.Trade{"m-2": {other}, "m-3": {three[1]}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 }

@@ -41,6 +41,7 @@ type AntiEntropyCache interface {
 	ListingComplete(ctx context.Context) (bool, error)
 	ReadRevisions(ctx context.Context, events, markets []string) (cache.Revisions, error)
 	ReadTradeWindows(ctx context.Context, markets []string) (map[string]cache.TradeWindow, error)
+	MissingTrades(ctx context.Context, trades []store.Trade) (map[string][]store.Trade, error)
 	ApplyDocs(ctx context.Context, events []store.EventDoc, markets []store.MarketDoc, trades []store.Trade) (notice.Change, error)
 	TryLock(ctx context.Context, name, token string, ttl time.Duration) (release func(), ok bool, err error)
 	Cursor(ctx context.Context, name string) (string, error)
@@ -66,12 +67,18 @@ type AntiEntropyConfig struct {
 	// NoticeSubject is where change notices for repaired documents go: the
 	// worker's (Config.NoticeSubject).
 	NoticeSubject string
+	// Settle is how long the pass waits before it looks again at trades
+	// it found missing from Redis. Ingest commits a batch to Postgres
+	// before it writes Redis, so trades it is writing look missing for a
+	// moment; only those still missing after Settle were lost. The wait
+	// happens only on a page where trades looked missing.
+	Settle time.Duration
 }
 
 // DefaultAntiEntropyConfig is the production pace and the default notice
 // subject; the one home of these values.
 func DefaultAntiEntropyConfig() AntiEntropyConfig {
-	return AntiEntropyConfig{Interval: 2 * time.Second, Page: 1000, NoticeSubject: notice.ChangeSubject}
+	return AntiEntropyConfig{Interval: 2 * time.Second, Page: 1000, NoticeSubject: notice.ChangeSubject, Settle: time.Second}
 }
 
 // AntiEntropy is the background repair of the cache. One per ingest
@@ -107,6 +114,8 @@ func NewAntiEntropy(cfg AntiEntropyConfig, d AntiEntropyDeps) (*AntiEntropy, err
 		return nil, fmt.Errorf("ingest: AntiEntropyConfig.Page is %d, want at least 1", cfg.Page)
 	case cfg.NoticeSubject == "":
 		return nil, errors.New("ingest: AntiEntropyConfig.NoticeSubject is empty")
+	case cfg.Settle <= 0:
+		return nil, fmt.Errorf("ingest: AntiEntropyConfig.Settle is %s, want a positive duration", cfg.Settle)
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
@@ -348,11 +357,13 @@ func (a *AntiEntropy) page(ctx context.Context, revs []store.DocRev) (PassStats,
 	if err != nil {
 		return st, err
 	}
-	haveTrades, err := a.cache.ReadTradeWindows(ctx, markets)
+	// Postgres first: ingest writes Redis after it commits, so whatever
+	// Redis lacks when read after was committed before the Postgres read.
+	wantTrades, err := a.store.TradeWindows(ctx, markets, cache.MaxTrades)
 	if err != nil {
 		return st, err
 	}
-	wantTrades, err := a.store.TradeWindows(ctx, markets, cache.MaxTrades)
+	haveTrades, err := a.cache.ReadTradeWindows(ctx, markets)
 	if err != nil {
 		return st, err
 	}
@@ -386,11 +397,17 @@ func (a *AntiEntropy) page(ctx context.Context, revs []store.DocRev) (PassStats,
 
 // repair reads the current documents of the ids found behind, keeps those
 // Redis still holds an older revision of (ingest may have written them since
-// the comparison), writes them, and announces them.
+// the comparison) and the trade lists that really lost trades, writes them,
+// and announces them.
 func (a *AntiEntropy) repair(ctx context.Context, st PassStats, events, markets, tradeMarkets []string) (PassStats, error) {
+	// The trades first: when they wait to settle, the documents' re-check
+	// below comes after the wait too.
+	trades, tradeMarkets, err := a.lostTrades(ctx, tradeMarkets)
+	if err != nil {
+		return st, err
+	}
 	var evDocs []store.EventDoc
 	var mkDocs []store.MarketDoc
-	var err error
 	if len(events) > 0 {
 		if evDocs, err = a.store.EventDocsByID(ctx, events); err != nil {
 			return st, err
@@ -400,14 +417,6 @@ func (a *AntiEntropy) repair(ctx context.Context, st PassStats, events, markets,
 		if mkDocs, err = a.store.MarketDocsByID(ctx, markets); err != nil {
 			return st, err
 		}
-	}
-	var trades []store.Trade
-	for _, id := range tradeMarkets {
-		ts, err := a.store.NewestTrades(ctx, id, cache.MaxTrades)
-		if err != nil {
-			return st, err
-		}
-		trades = append(trades, ts...)
 	}
 	now, err := a.cache.ReadRevisions(ctx, events, markets)
 	if err != nil {
@@ -461,6 +470,56 @@ func (a *AntiEntropy) repair(ctx context.Context, st PassStats, events, markets,
 		"markets", st.Markets, "trade_lists", st.TradeLists)
 	a.notify(n)
 	return st, nil
+}
+
+// lostTrades narrows the markets whose trade windows differ from Postgres'
+// to those whose lists in Redis lost trades, and returns their newest trades
+// in Postgres to rewrite. A window also differs while ingest is between its
+// commit and its Redis write, or when Redis holds trades committed after the
+// window was read: neither is a loss. So a list is lost only when trades
+// Postgres holds are missing from it in two looks Settle apart (ingest's
+// write takes milliseconds). Rewriting adds to the list and keeps its newest
+// (see cache.Apply), so a rewrite never takes out a newer trade.
+func (a *AntiEntropy) lostTrades(ctx context.Context, markets []string) ([]store.Trade, []string, error) {
+	if len(markets) == 0 {
+		return nil, nil, nil
+	}
+	newest := make(map[string][]store.Trade, len(markets))
+	var all []store.Trade
+	for _, id := range markets {
+		ts, err := a.store.NewestTrades(ctx, id, cache.MaxTrades)
+		if err != nil {
+			return nil, nil, err
+		}
+		newest[id] = ts
+		all = append(all, ts...)
+	}
+	missing, err := a.cache.MissingTrades(ctx, all)
+	if err != nil || len(missing) == 0 {
+		return nil, nil, err
+	}
+	select {
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	case <-time.After(a.cfg.Settle):
+	}
+	var again []store.Trade
+	for _, ts := range missing {
+		again = append(again, ts...)
+	}
+	still, err := a.cache.MissingTrades(ctx, again)
+	if err != nil {
+		return nil, nil, err
+	}
+	var trades []store.Trade
+	var lost []string
+	for _, id := range markets {
+		if len(still[id]) > 0 {
+			lost = append(lost, id)
+			trades = append(trades, newest[id]...)
+		}
+	}
+	return trades, lost, nil
 }
 
 func (a *AntiEntropy) notify(n notice.Change) {

@@ -22,7 +22,7 @@ func TestDefaultConfig(t *testing.T) {
 		t.Errorf("sizes: got %+v", c)
 	}
 	ae := DefaultAntiEntropyConfig()
-	if ae.Interval != 2*time.Second || ae.Page != 1000 || ae.NoticeSubject != c.NoticeSubject {
+	if ae.Interval != 2*time.Second || ae.Page != 1000 || ae.NoticeSubject != c.NoticeSubject || ae.Settle != time.Second {
 		t.Errorf("anti-entropy: got %+v", ae)
 	}
 }
@@ -73,6 +73,7 @@ func TestAntiEntropyConfigRefusesZero(t *testing.T) {
 		{"Interval", func(c *AntiEntropyConfig) { c.Interval = 0 }},
 		{"Page", func(c *AntiEntropyConfig) { c.Page = 0 }},
 		{"NoticeSubject", func(c *AntiEntropyConfig) { c.NoticeSubject = "" }},
+		{"Settle", func(c *AntiEntropyConfig) { c.Settle = 0 }},
 	}
 	for _, tc := range cases {
 		c := DefaultAntiEntropyConfig()
