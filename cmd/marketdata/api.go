@@ -31,6 +31,7 @@ func (c *cli) apiCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "api",
 		Short: "Run one stateless HTTP API node (run N of them behind any load balancer)",
+		Long:  "Run one stateless HTTP API node (run N of them behind any load balancer).\n\n" + envHelp(forAPI, false),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkSubject("--notice-subject", noticeSubject); err != nil {

@@ -21,6 +21,7 @@ func (c *cli) ingestCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ingest",
 		Short: "Consume matcher updates from NATS JetStream into Postgres and Redis snapshots",
+		Long:  "Consume matcher updates from NATS JetStream into Postgres and Redis snapshots.\n\n" + envHelp(forIngest, false),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := LoadConfig(c.getenv, secretsUnused)
