@@ -54,6 +54,10 @@ type Config struct {
 	// `marketdata api --usage=false`, for benchmarks measuring what
 	// counting costs); no variable sets it: the contract counts always.
 	NoUsage bool
+	// AuthFailExempt are client addresses the failed-authentication limit
+	// does not apply to. No variable sets it: `marketdata dev` exempts
+	// loopback; production counts every address (contract §2).
+	AuthFailExempt []netip.Prefix
 }
 
 // minSecretLen is the shortest MD_CURSOR_SECRET / MD_KEY_PEPPER accepted.
