@@ -66,6 +66,11 @@ type Config struct {
 	DocsOrigin     string
 	AppOrigins     []string
 	TrustedProxies []netip.Prefix
+	// AuthFailExempt are client addresses whose failed authentications are
+	// neither counted nor blocked. Empty in production: the contract counts
+	// every address. `marketdata dev` exempts loopback, so a developer's own
+	// mistyped keys never lock the demo key out of their machine.
+	AuthFailExempt []netip.Prefix
 	KeyPepper      []byte
 	CursorSecret   []byte
 	// KeyCacheTTL bounds how long a cached key or account record is used

@@ -7,10 +7,6 @@ import (
 	"syscall"
 )
 
-// fileReserve is what a node needs beside client connections: its
-// listeners, Postgres, Redis and NATS connections, the runtime's own.
-const fileReserve = 256
-
 // WarnFileLimit (called once at start) warns when maxConns client connections would not fit under
 // the process's open-file limit: the node then refuses connections at the
 // file limit (and its own dials to Postgres and Redis may fail) before it
@@ -24,4 +20,24 @@ func WarnFileLimit(log *slog.Logger, maxConns int) {
 		log.Warn("MD_MAX_CONNS does not fit under the open-file limit: raise the limit (ulimit -n, LimitNOFILE) or lower MD_MAX_CONNS",
 			"max_conns", maxConns, "nofile_limit", lim.Cur, "reserve", fileReserve)
 	}
+}
+
+// RaiseFileLimit raises the process's soft open-file limit to its hard
+// limit and returns the soft limit in force afterwards. Go raises it at
+// start already on most systems; `marketdata dev` calls this so that what it
+// fits MD_MAX_CONNS under is the most the machine allows. A refused raise
+// (macOS caps it) leaves the limit as it was.
+func RaiseFileLimit() (uint64, error) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, err
+	}
+	if lim.Cur < lim.Max {
+		raised := lim
+		raised.Cur = lim.Max
+		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised) == nil {
+			lim = raised
+		}
+	}
+	return lim.Cur, nil
 }

@@ -138,6 +138,9 @@ func (s *Server) guard(scope string) fiber.Handler {
 		}
 		rec, denied := s.judge(c, addr, scope)
 		if denied != nil {
+			if inAny(addr.Unmap(), s.cfg.AuthFailExempt) {
+				return denied
+			}
 			// A block wins over any refusal; a 401 is counted in the same
 			// atomic step that checks the block.
 			var blocked bool

@@ -102,11 +102,22 @@ type adminServer struct {
 const readyPoll = 5 * time.Second
 
 func startAdmin(addr string, reg *prometheus.Registry, checks []check, log *slog.Logger) (*adminServer, error) {
+	ln, err := listen(nil, "MD_ADMIN_ADDR", addr)
+	if err != nil {
+		return nil, err
+	}
+	return startAdminOn(ln, reg, checks, log)
+}
+
+// startAdminOn is startAdmin on a listener already bound; ln is closed
+// when the server cannot start.
+func startAdminOn(ln net.Listener, reg *prometheus.Registry, checks []check, log *slog.Logger) (*adminServer, error) {
 	up := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "marketdata_dependency_up",
 		Help: "1 while the readiness check of a dependency (or of the node's own state) passes, else 0.",
 	}, []string{"dependency"})
 	if err := reg.Register(up); err != nil {
+		ln.Close()
 		return nil, fmt.Errorf("admin: register metrics: %w", err)
 	}
 	mux := http.NewServeMux()
@@ -141,10 +152,6 @@ func startAdmin(addr string, reg *prometheus.Registry, checks []check, log *slog
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, &configError{"MD_ADMIN_ADDR", "cannot listen: " + err.Error()}
-	}
 	pctx, stop := context.WithCancel(context.Background())
 	a := &adminServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, stop: stop}
 	go func() {

@@ -31,6 +31,7 @@ func (c *cli) apiCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "api",
 		Short: "Run one stateless HTTP API node (run N of them behind any load balancer)",
+		Long:  "Run one stateless HTTP API node (run N of them behind any load balancer).\n\n" + envHelp(forAPI, false),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkSubject("--notice-subject", noticeSubject); err != nil {
@@ -65,6 +66,31 @@ func (c *cli) apiCmd() *cobra.Command {
 // checked, search index loaded, Redis or Postgres answering); see
 // apiChecks for what degrades it without draining it.
 func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Logger, reg *prometheus.Registry, ready func(httpAddr, adminAddr string)) error {
+	return runAPIOn(ctx, cfg, bound{}, noticeSubject, log, reg, ready)
+}
+
+// bound holds listeners a caller bound before starting a server (dev
+// binds every port before it touches anything); a nil one is bound by the
+// server itself, on its variable's address.
+type bound struct {
+	http, admin net.Listener
+}
+
+// listen returns ln when the caller bound it, else listens on addr; a
+// failure names the variable that moves it.
+func listen(ln net.Listener, name, addr string) (net.Listener, error) {
+	if ln != nil {
+		return ln, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, &configError{name, "cannot listen: " + err.Error()}
+	}
+	return ln, nil
+}
+
+// runAPIOn is runAPI on the listeners in b that the caller bound.
+func runAPIOn(ctx context.Context, cfg *Config, b bound, noticeSubject string, log *slog.Logger, reg *prometheus.Registry, ready func(httpAddr, adminAddr string)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	primary, closePrimary, err := openPool("MD_DATABASE_URL", cfg.DatabaseURL)
@@ -170,6 +196,7 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 	defer reader.Close()
 	ac := api.DefaultConfig()
 	ac.DocsOrigin, ac.AppOrigins, ac.TrustedProxies = cfg.DocsOrigin, cfg.AppOrigins, cfg.TrustedProxies
+	ac.AuthFailExempt = cfg.AuthFailExempt
 	ac.KeyPepper, ac.CursorSecret = cfg.KeyPepper, cfg.CursorSecret
 	ac.NoticeSubject, ac.MaxConns, ac.KeyStaleMax = noticeSubject, cfg.MaxConns, cfg.KeyStaleMax
 	ac.CountUsage = !cfg.NoUsage
@@ -186,11 +213,16 @@ func runAPI(ctx context.Context, cfg *Config, noticeSubject string, log *slog.Lo
 		return err
 	}
 	api.WarnFileLimit(log, cfg.MaxConns)
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	ln, err := listen(b.http, "MD_HTTP_ADDR", cfg.HTTPAddr)
 	if err != nil {
-		return &configError{"MD_HTTP_ADDR", "cannot listen: " + err.Error()}
+		return err
 	}
-	admin, err := startAdmin(cfg.AdminAddr, reg, apiChecks(srv, schema, primary, replica, rdb, nc), log)
+	adminLn, err := listen(b.admin, "MD_ADMIN_ADDR", cfg.AdminAddr)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	admin, err := startAdminOn(adminLn, reg, apiChecks(srv, schema, primary, replica, rdb, nc), log)
 	if err != nil {
 		ln.Close()
 		return err

@@ -10,10 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/marketdata/marketdata/api"
 	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/docs/site"
-	"github.com/marketdata/marketdata/ingest"
 )
 
 // Config is the process configuration of contract §1, read once from the
@@ -56,6 +54,10 @@ type Config struct {
 	// `marketdata api --usage=false`, for benchmarks measuring what
 	// counting costs); no variable sets it: the contract counts always.
 	NoUsage bool
+	// AuthFailExempt are client addresses the failed-authentication limit
+	// does not apply to. No variable sets it: `marketdata dev` exempts
+	// loopback; production counts every address (contract §2).
+	AuthFailExempt []netip.Prefix
 }
 
 // minSecretLen is the shortest MD_CURSOR_SECRET / MD_KEY_PEPPER accepted.
@@ -77,34 +79,8 @@ type configError struct {
 
 func (e *configError) Error() string { return e.name + ": " + e.reason }
 
-// envDefaults are the defaults of the variables of contract §1. This table
-// is the one home of each, except where a package owns the value and the
-// variable only overrides it: those come from api.DefaultConfig and
-// ingest.DefaultConfig.
-func envDefaults() map[string]string {
-	a, i := api.DefaultConfig(), ingest.DefaultConfig()
-	return map[string]string{
-		"MD_HTTP_ADDR":          "127.0.0.1:8080",
-		"MD_ADMIN_ADDR":         "127.0.0.1:9090",
-		"MD_DATABASE_URL":       "postgres://postgres@127.0.0.1:5432/marketdata?sslmode=disable",
-		"MD_REDIS_URL":          "redis://127.0.0.1:6379/0",
-		"MD_REDIS_PREFIX":       cache.DefaultPrefix,
-		"MD_NATS_URL":           "nats://127.0.0.1:4222",
-		"MD_DOCS_ORIGIN":        "http://127.0.0.1:8081",
-		"MD_DOCS_ADDR":          "127.0.0.1:8081",
-		"MD_RATE_LIMIT":         "1200",
-		"MD_RATE_WINDOW":        "60s",
-		"MD_AUTHFAIL_LIMIT":     "20",
-		"MD_AUTHFAIL_WINDOW":    "300s",
-		"MD_RESOLVED_RETENTION": "168h",
-		"MD_MAX_CONNS":          strconv.Itoa(a.MaxConns),
-		"MD_KEY_STALE_MAX":      a.KeyStaleMax.String(),
-		"MD_STREAM_REPLICAS":    strconv.Itoa(i.Replicas),
-	}
-}
-
 // LoadConfig reads the configuration through getenv (os.Getenv in main).
-// An unset or blank variable takes its default (envDefaults; the read
+// An unset or blank variable takes its default (envTable; the read
 // replica defaults to the primary); a set one is checked, and the first bad
 // value is refused with the variable's name.
 func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error) {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/marketdata/marketdata/api"
 	"github.com/marketdata/marketdata/ingest"
 	"github.com/marketdata/marketdata/store"
 )
@@ -22,7 +23,11 @@ func (c *cli) devCmd() *cobra.Command {
 		Short: "Run migrate + ingest + api + feed + the docs site in one process on local services, with a demo account and key",
 		Long: "Run migrate + ingest + api + feed + the docs site in one process on local services, with a demo account and key.\n\n" +
 			"The demo key, and the cursor secret and key pepper it depends on, are kept in a state file\n" +
-			"(--state) so the same key works after a restart; --reset starts over with new ones.",
+			"(--state) so the same key works after a restart; --reset starts over with new ones.\n\n" +
+			"Dev-only settings: the failed-authentication limit does not apply to loopback clients; the docs\n" +
+			"origin follows MD_DOCS_ADDR unless MD_DOCS_ORIGIN is set; MD_MAX_CONNS is lowered to fit the\n" +
+			"open-file limit; every port is checked free before anything is migrated or published.\n\n" +
+			envHelp(forAPI|forIngest|forFeed|forDocs, true),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
@@ -42,43 +47,77 @@ func (c *cli) devCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Every port dev serves on is bound before anything is migrated
+			// or published: a second dev on busy ports stops here, naming
+			// the port, and leaves the first one's stream alone.
+			addrs, err := LoadConfig(c.getenv, secretsUnused)
+			if err != nil {
+				return err
+			}
+			lns, err := bindDev(addrs)
+			if err != nil {
+				return err
+			}
+			defer lns.close()
 			sess, err := prepareDev(ctx, c.getenv, statePath, reset, time.Now())
 			if err != nil {
 				return err
 			}
 			cfg, secret := sess.cfg, sess.secret
 			applyReplicas(cmd.Flags(), cfg, &ic)
+			notes, err := applyDevSettings(cfg, c.getenv, lns.docs.Addr().String(), api.RaiseFileLimit)
+			if err != nil {
+				return err
+			}
+			keyCreate := "marketdata key create --dev --scopes markets:read"
+			if sess.statePath != defaultDevStatePath(c.getenv) {
+				keyCreate += " --state " + sess.statePath
+			}
 			keyNote := "kept in " + sess.statePath + "; --reset makes a new one"
 			if sess.newKey {
 				keyNote = "new; kept in " + sess.statePath + " for the next start"
 			}
-			log.Info("dev ready to start", "schema", store.SchemaVersion(), "state", sess.statePath, "new_key", sess.newKey)
+			log.Info("dev ready to start", "schema", store.SchemaVersion(), "state", sess.statePath, "new_key", sess.newKey,
+				"max_conns", cfg.MaxConns, "docs_origin", cfg.DocsOrigin)
 
 			// The servers report in; the banner goes out once all listen.
 			var mu sync.Mutex
 			var ingestAdmin, apiAddr, apiAdmin, docsAddr string
-			apiBound := make(chan string, 1)
 			banner := func() {
 				if ingestAdmin == "" || apiAddr == "" || docsAddr == "" {
 					return
 				}
 				_, _ = fmt.Fprintf(c.stdout, // a closed terminal has no banner to show
 					"\nmarketdata dev is running (Ctrl-C stops it)\n"+
-						"  API:             http://%s  (admin http://%s)\n"+
+						"  API:             http://%s  (admin http://%s, a free port each start)\n"+
 						"  docs site:       http://%s  (reference and try-it panel: paste the demo key)\n"+
 						"  demo key:        %s  (%s)\n"+
 						"  try:             curl -s -H 'Authorization: Bearer %s' http://%s/public/v1/key\n"+
 						"  in a shell:      export MD_KEY=%s  (README: every route, the Go client's examples)\n"+
+						"  more keys:       %s  (in the demo account)\n"+
 						"  API metrics:     curl -s http://%s/metrics | grep -E 'marketdata_(http|ratelimit)'\n"+
 						"  ingest metrics:  curl -s http://%s/metrics | grep marketdata_ingest\n"+
-						"  synthetic feed:  %d events, %.0f messages/s\n\n",
-					apiAddr, apiAdmin, docsAddr, secret, keyNote, secret, apiAddr, secret, apiAdmin, ingestAdmin, o.events, o.rate)
+						"  synthetic feed:  %d events, %.0f messages/s\n"+
+						"  dev settings:    %s\n\n",
+					apiAddr, apiAdmin, docsAddr, secret, keyNote, secret, apiAddr, secret, keyCreate, apiAdmin, ingestAdmin, o.events, o.rate,
+					notes.banner())
 			}
 			apiCfg := *cfg
-			apiCfg.AdminAddr = "127.0.0.1:0" // the ingest side has MD_ADMIN_ADDR
+			apiCfg.AdminAddr = lns.apiAdmin.Addr().String() // the ingest side has MD_ADMIN_ADDR
+			docsCfg := *cfg
+			if c.getenv("MD_DOCS_API_URL") == "" {
+				// The try-it panel calls the API as a browser on this
+				// machine reaches it: 0.0.0.0 and [::] are not addresses a
+				// page can call, and MD_HTTP_ADDR may be :0.
+				urls, err := docsAPIURLs("", lns.http.Addr().String())
+				if err != nil {
+					return err
+				}
+				docsCfg.DocsAPIURLs = urls
+			}
 			g, gctx := errgroup.WithContext(ctx)
 			g.Go(func() error {
-				return runIngest(gctx, cfg, ic, log, newRegistry(), func(admin string) {
+				return runIngestOn(gctx, cfg, lns.ingestAdmin, ic, log, newRegistry(), func(admin string) {
 					mu.Lock()
 					defer mu.Unlock()
 					ingestAdmin = admin
@@ -86,34 +125,15 @@ func (c *cli) devCmd() *cobra.Command {
 				})
 			})
 			g.Go(func() error {
-				return runAPI(gctx, &apiCfg, ic.NoticeSubject, log, newRegistry(), func(addr, admin string) {
+				return runAPIOn(gctx, &apiCfg, bound{http: lns.http, admin: lns.apiAdmin}, ic.NoticeSubject, log, newRegistry(), func(addr, admin string) {
 					mu.Lock()
 					defer mu.Unlock()
 					apiAddr, apiAdmin = addr, admin
-					apiBound <- addr
 					banner()
 				})
 			})
 			g.Go(func() error {
-				// The try-it panel calls this API: the address it bound, unless
-				// MD_DOCS_API_URL names others (MD_HTTP_ADDR may be :0).
-				var addr string
-				select {
-				case addr = <-apiBound:
-				case <-gctx.Done():
-					return nil
-				}
-				docsCfg := *cfg
-				if c.getenv("MD_DOCS_API_URL") == "" {
-					// As a browser on this machine reaches it: 0.0.0.0 and
-					// [::] are not addresses a page can call.
-					urls, err := docsAPIURLs("", addr)
-					if err != nil {
-						return err
-					}
-					docsCfg.DocsAPIURLs = urls
-				}
-				return runDocs(gctx, &docsCfg, log, func(addr string) {
+				return runDocsOn(gctx, lns.docs, &docsCfg, log, func(addr string) {
 					mu.Lock()
 					defer mu.Unlock()
 					docsAddr = addr

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,7 @@ func (c *cli) ingestCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ingest",
 		Short: "Consume matcher updates from NATS JetStream into Postgres and Redis snapshots",
+		Long:  "Consume matcher updates from NATS JetStream into Postgres and Redis snapshots.\n\n" + envHelp(forIngest, false),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := LoadConfig(c.getenv, secretsUnused)
@@ -50,6 +52,12 @@ func (c *cli) ingestCmd() *cobra.Command {
 // watchSchema) and its stream and consumer are set up (ingest retries that
 // while NATS is down).
 func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Logger, reg *prometheus.Registry, ready func(admin string)) error {
+	return runIngestOn(ctx, cfg, nil, ic, log, reg, ready)
+}
+
+// runIngestOn is runIngest with its admin server on adminLn when the caller
+// bound it (nil: on MD_ADMIN_ADDR).
+func runIngestOn(ctx context.Context, cfg *Config, adminLn net.Listener, ic ingest.Config, log *slog.Logger, reg *prometheus.Registry, ready func(admin string)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st, closeStore, err := openPool("MD_DATABASE_URL", cfg.DatabaseURL)
@@ -94,7 +102,11 @@ func runIngest(ctx context.Context, cfg *Config, ic ingest.Config, log *slog.Log
 	// Ingest is ready only while it can do its work: every dependency is
 	// required (an ingest worker draining is harmless: the others, or it
 	// later, take the messages; nothing is lost while JetStream keeps them).
-	admin, err := startAdmin(cfg.AdminAddr, reg, []check{
+	adminLn, err = listen(adminLn, "MD_ADMIN_ADDR", cfg.AdminAddr)
+	if err != nil {
+		return err
+	}
+	admin, err := startAdminOn(adminLn, reg, []check{
 		required("schema", schema.check),
 		required("postgres", st.Ping),
 		required("redis", redisCheck(rdb)),

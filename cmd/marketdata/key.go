@@ -93,13 +93,28 @@ func (c *cli) keyCmd() *cobra.Command {
 }
 
 func (c *cli) keyCreateCmd() *cobra.Command {
-	var account, scopes, expiresIn string
+	var account, scopes, expiresIn, statePath string
 	var allow []string
+	var dev bool
 	cmd := &cobra.Command{
 		Use:   "create --account ID --scopes S1,S2 [--expires-in 90d] [--allow-ip CIDR]...",
 		Short: "Create a key and print its secret, once",
-		Args:  cobra.NoArgs,
+		Long: "Create a key and print its secret, once.\n\n" +
+			"Reads MD_DATABASE_URL and MD_KEY_PEPPER (required; the API nodes' pepper). With --dev, both come\n" +
+			"from the state file of `marketdata dev` unless set, and --account defaults to dev's demo account.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := c
+			if dev {
+				dc, demo, err := c.devCLI(statePath)
+				if err != nil {
+					return err
+				}
+				c = dc
+				if account == "" {
+					account = demo
+				}
+			}
 			if account == "" {
 				return errors.New("--account: required")
 			}
@@ -116,6 +131,9 @@ func (c *cli) keyCreateCmd() *cobra.Command {
 				return err
 			}
 			cfg, err := LoadConfig(c.getenv, secretsPepper)
+			if ce := (*configError)(nil); errors.As(err, &ce) && ce.name == "MD_KEY_PEPPER" && !dev {
+				ce.reason += "; for the database of `marketdata dev`, add --dev (its pepper is in dev's state file)"
+			}
 			if err != nil {
 				return err
 			}
@@ -145,7 +163,44 @@ func (c *cli) keyCreateCmd() *cobra.Command {
 	f.StringVar(&scopes, "scopes", "", "comma-separated scopes: "+strings.Join(store.KnownScopes, ", "))
 	f.StringVar(&expiresIn, "expires-in", days(store.DefaultKeyLifetime), "lifetime: a Go duration or days (90d), at most "+days(store.MaxKeyLifetime))
 	f.StringArrayVar(&allow, "allow-ip", nil, "allowed client CIDR (IPv4 or IPv6); repeat up to 20 times; none = any address")
+	f.BoolVar(&dev, "dev", false, "use the database and key pepper of `marketdata dev` (from its state file, unless MD_DATABASE_URL or MD_KEY_PEPPER is set); --account defaults to its demo account")
+	f.StringVar(&statePath, "state", defaultDevStatePath(c.getenv), "with --dev: dev's state file (dev's --state)")
 	return cmd
+}
+
+// devCLI is c reading the environment as `marketdata dev` does: where
+// MD_DATABASE_URL or MD_KEY_PEPPER is unset, the value dev keeps in its
+// state file at path. It returns dev's demo account too, when the database
+// is dev's.
+func (c *cli) devCLI(path string) (*cli, string, error) {
+	if path == "" {
+		return nil, "", errors.New("--state: neither XDG_STATE_HOME nor HOME is set: name dev's state file with --state")
+	}
+	st, err := loadDevState(path)
+	if err != nil {
+		return nil, "", err
+	}
+	if st.Version == 0 {
+		return nil, "", fmt.Errorf("--dev: no dev state at %s: run `marketdata dev` first (or name its file with --state)", path)
+	}
+	dc := *c
+	dc.getenv = func(name string) string {
+		if v := c.getenv(name); v != "" {
+			return v
+		}
+		switch name {
+		case "MD_KEY_PEPPER":
+			return st.KeyPepper
+		case "MD_DATABASE_URL":
+			return st.Database
+		}
+		return ""
+	}
+	demo := st.AccountID
+	if db := c.getenv("MD_DATABASE_URL"); db != "" && redactedDSN(db) != st.Database {
+		demo = "" // another database than dev's: its demo account is not there
+	}
+	return &dc, demo, nil
 }
 
 func (c *cli) keyRevokeCmd() *cobra.Command {

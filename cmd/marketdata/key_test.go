@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -294,5 +296,38 @@ func TestKeyLifecycleCLI(t *testing.T) {
 	out, err = run(t, env, "key", "revoke", "--key", "key_nope", "--json")
 	if err == nil || out != "" {
 		t.Errorf("revoke an unknown key: got %q, %v; want an error", out, err)
+	}
+}
+
+// TestKeyCreateDev: `key create --dev` makes a key in dev's database, in its
+// demo account, under its pepper, with neither MD_DATABASE_URL nor
+// MD_KEY_PEPPER set; without --dev the missing pepper's error points to it.
+func TestKeyCreateDev(t *testing.T) {
+	env := devEnv(t)
+	state := filepath.Join(t.TempDir(), "dev.json")
+	sess, err := prepareDev(context.Background(), envOf(env), state, false, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	demo := credential(t, sess.cfg, sess.secret).Account.ID
+
+	bare := map[string]string{"MD_NATS_URL": testenv.NATSURL} // neither the database nor the pepper
+	_, err = run(t, bare, "key", "create", "--account", demo, "--scopes", "markets:read")
+	if err == nil || !strings.HasPrefix(err.Error(), "MD_KEY_PEPPER: required") || !strings.Contains(err.Error(), "--dev") {
+		t.Errorf("without a pepper: got %v; want MD_KEY_PEPPER: required, pointing to --dev", err)
+	}
+
+	var key createdKey
+	out := cliJSON(t, bare, &key, "key", "create", "--dev", "--state", state, "--scopes", "markets:read")
+	if strings.Contains(out, string(sess.cfg.KeyPepper)) {
+		t.Error("key create --dev printed the pepper")
+	}
+	if c := credential(t, sess.cfg, key.Secret); c.Account.ID != demo || !slices.Equal(c.Key.Scopes, []string{"markets:read"}) {
+		t.Errorf("key create --dev: account %s scopes %v; want the demo account %s, markets:read", c.Account.ID, c.Key.Scopes, demo)
+	}
+
+	_, err = run(t, bare, "key", "create", "--dev", "--state", filepath.Join(t.TempDir(), "none.json"), "--scopes", "markets:read")
+	if err == nil || !strings.Contains(err.Error(), "marketdata dev") {
+		t.Errorf("--dev without a state file: got %v; want a pointer to marketdata dev", err)
 	}
 }
