@@ -61,14 +61,14 @@ type PollRound struct {
 
 // PollSummary is the medians of the rounds (sums for the counts).
 type PollSummary struct {
-	Ratio       float64 `json:"ratio_median"`
-	APIRPS      float64 `json:"api_polls_per_s_median"`
-	BareRPS     float64 `json:"bare_polls_per_s_median"`
-	APIP50MS    float64 `json:"api_p50_ms_median"`
-	APIP99MS    float64 `json:"api_p99_ms_median"`
+	Ratio    float64 `json:"ratio_median"`
+	APIRPS   float64 `json:"api_polls_per_s_median"`
+	BareRPS  float64 `json:"bare_polls_per_s_median"`
+	APIP50MS float64 `json:"api_p50_ms_median"`
+	APIP99MS float64 `json:"api_p99_ms_median"`
 	// BareP99MS is the bare server's own p99 under the same background
 	// load: the floor of any server's p99 on this machine in this run.
-	BareP99MS float64 `json:"bare_p99_ms_median"`
+	BareP99MS   float64 `json:"bare_p99_ms_median"`
 	Frac304     float64 `json:"fraction_304_median"`
 	StaleP50MS  float64 `json:"staleness_p50_ms_median"`
 	StaleP99MS  float64 `json:"staleness_p99_ms_median"`
