@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	stdjson "encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -200,9 +201,17 @@ func unmarshal(data []byte, v any) error {
 		return invalid(ReasonBadJSON, "the body is a JSON null, not an object")
 	}
 	// json.Unmarshal checks the whole input first, so trailing data after
-	// the object is a syntax error like any other.
+	// the object is a syntax error like any other. A message refused by the
+	// fast decoder is decoded again by encoding/json, whose errors name the
+	// JSON type and escape the bytes they quote: reasons stay what they
+	// were, and never carry a NUL or invalid UTF-8 (which Postgres refuses
+	// in ingest_rejects).
 	if err := json.Unmarshal(data, v); err != nil {
-		var te *json.UnmarshalTypeError
+		err = stdjson.Unmarshal(data, v)
+		if err == nil {
+			return invalid(ReasonBadJSON, "the body is not valid JSON")
+		}
+		var te *stdjson.UnmarshalTypeError
 		if errors.As(err, &te) {
 			if te.Field == "" {
 				return invalid(ReasonBadJSON, "the body is a JSON %s, not an object", te.Value)
