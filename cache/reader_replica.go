@@ -92,7 +92,7 @@ func (r *Reader) loadReplica(ctx context.Context) error {
 		return errReplicaMoved
 	}
 	r.replicaLoads.Inc()
-	r.log.Info("price replica loaded", "items", n, "bytes", r.rep.bytes.Load(), "took", time.Since(began).Round(time.Millisecond))
+	r.log.Info("price replica loaded", "items", n, "bytes", r.rep.bytes.Load(), "took", time.Since(began).Round(time.Millisecond).String())
 	return nil
 }
 

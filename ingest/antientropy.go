@@ -114,8 +114,8 @@ func NewAntiEntropy(cfg AntiEntropyConfig, d AntiEntropyDeps) (*AntiEntropy, err
 		return nil, fmt.Errorf("ingest: AntiEntropyConfig.Page is %d, want at least 1", cfg.Page)
 	case cfg.NoticeSubject == "":
 		return nil, errors.New("ingest: AntiEntropyConfig.NoticeSubject is empty")
-	case cfg.Settle <= 0:
-		return nil, fmt.Errorf("ingest: AntiEntropyConfig.Settle is %s, want a positive duration", cfg.Settle)
+	case cfg.Settle <= 0 || cfg.Settle >= lockTTL/2:
+		return nil, fmt.Errorf("ingest: AntiEntropyConfig.Settle is %s, want a positive duration under %s (the pass waits it holding its %s lock)", cfg.Settle, lockTTL/2, lockTTL)
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)

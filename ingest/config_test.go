@@ -74,6 +74,7 @@ func TestAntiEntropyConfigRefusesZero(t *testing.T) {
 		{"Page", func(c *AntiEntropyConfig) { c.Page = 0 }},
 		{"NoticeSubject", func(c *AntiEntropyConfig) { c.NoticeSubject = "" }},
 		{"Settle", func(c *AntiEntropyConfig) { c.Settle = 0 }},
+		{"Settle", func(c *AntiEntropyConfig) { c.Settle = time.Minute }}, // past the lock it is held under
 	}
 	for _, tc := range cases {
 		c := DefaultAntiEntropyConfig()

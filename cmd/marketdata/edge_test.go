@@ -20,12 +20,7 @@ import (
 // freeAddr is a loopback address nobody listens on right now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return testenv.ClosedPort(t) // below the ephemeral range (testenv.FreePort)
 }
 
 // buildBinary builds this command into a temporary directory.

@@ -118,6 +118,11 @@ func (c *cli) keyCreateCmd() *cobra.Command {
 			if account == "" {
 				return errors.New("--account: required")
 			}
+			// A key made without a word about scopes has none: it can read
+			// /key and nothing else, which nobody means by omission.
+			if !cmd.Flags().Changed("scopes") {
+				return fmt.Errorf("--scopes: required, comma-separated: %s (--scopes '' makes a key that can only read /key)", strings.Join(store.KnownScopes, ", "))
+			}
 			sc, err := parseScopes(scopes)
 			if err != nil {
 				return err
@@ -163,7 +168,7 @@ func (c *cli) keyCreateCmd() *cobra.Command {
 	f.StringVar(&scopes, "scopes", "", "comma-separated scopes: "+strings.Join(store.KnownScopes, ", "))
 	f.StringVar(&expiresIn, "expires-in", days(store.DefaultKeyLifetime), "lifetime: a Go duration or days (90d), at most "+days(store.MaxKeyLifetime))
 	f.StringArrayVar(&allow, "allow-ip", nil, "allowed client CIDR (IPv4 or IPv6); repeat up to 20 times; none = any address")
-	f.BoolVar(&dev, "dev", false, "use the database and key pepper of `marketdata dev` (from its state file, unless MD_DATABASE_URL or MD_KEY_PEPPER is set); --account defaults to its demo account")
+	f.BoolVar(&dev, "dev", false, "use the database and key pepper of marketdata dev (from its state file, unless MD_DATABASE_URL or MD_KEY_PEPPER is set: if dev ran with MD_KEY_PEPPER set, set it here too); --account defaults to its demo account")
 	f.StringVar(&statePath, "state", defaultDevStatePath(c.getenv), "with --dev: dev's state file (dev's --state)")
 	return cmd
 }

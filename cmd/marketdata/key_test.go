@@ -162,6 +162,7 @@ func TestKeyCreateRefusesBadFlags(t *testing.T) {
 	}{
 		{[]string{"--scopes", "markets:read"}, "--account"},
 		{[]string{"--account", "acc_x", "--scopes", "markets:read,trade"}, "--scopes"},
+		{[]string{"--account", "acc_x"}, "--scopes"}, // not given at all: a key with no scope is never made by omission
 		{[]string{"--account", "acc_x", "--scopes", "markets:read", "--expires-in", "366d"}, "--expires-in"},
 		{append([]string{"--account", "acc_x", "--scopes", "markets:read"}, cidrs...), "--allow-ip"},
 		{[]string{"--account", "acc_x", "--scopes", "markets:read"}, "MD_KEY_PEPPER"},

@@ -16,7 +16,7 @@ import (
 // Publishing knobs that callers have no reason to turn.
 var (
 	// progressEvery is how often Run logs its progress.
-	progressEvery = 5 * time.Second
+	progressEvery = time.Minute // the banner of `marketdata dev` stays on screen
 	// drainTimeout is how long Run waits for outstanding acknowledgements
 	// after it stops publishing.
 	drainTimeout = 30 * time.Second
