@@ -20,25 +20,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/marketdata/marketdata/internal/browsertest"
 	"github.com/marketdata/marketdata/internal/testenv"
 )
-
-// chromiumPath is where Debian's chromium package puts the browser.
-const chromiumPath = "/usr/bin/chromium"
-
-// artifactsDir is where browser tests save screenshots: $MD_TEST_ARTIFACTS,
-// else test-artifacts/ at the repository's root.
-func artifactsDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("MD_TEST_ARTIFACTS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "test-artifacts")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatalf("artifacts folder: %v", err)
-	}
-	return dir
-}
 
 // listenDocs binds a port for a docs server before anything needs its
 // origin, so that no other process can take the port in between.
@@ -86,96 +70,6 @@ func startDocs(t *testing.T, d *drill, ln net.Listener, apiURL string) string {
 	return "http://" + bound
 }
 
-// newBrowser starts headless Chromium with a fresh profile; it is closed
-// when the test ends. Missing Chromium skips the test, or fails it in CI.
-func newBrowser(t *testing.T) context.Context {
-	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		testenv.Unavailable(t, "Chromium ("+chromiumPath+", Debian package chromium: deploy/local/chromium.sh)", err)
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromiumPath),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1440, 1000),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelCtx := chromedp.NewContext(actx)
-	t.Cleanup(func() {
-		cancelCtx()
-		cancelAlloc()
-	})
-	// The first call starts the browser, which lives as long as ctx, so it
-	// cannot take a context with a deadline: a watchdog bounds it instead
-	// (a hung start would otherwise wait for go test's own timeout).
-	started := make(chan error, 1)
-	go func() { started <- chromedp.Do(ctx) }()
-	select {
-	case err := <-started:
-		if err != nil {
-			t.Fatalf("start chromium: %v", err)
-		}
-	case <-time.After(browserStartTimeout):
-		cancelCtx()
-		cancelAlloc()
-		t.Fatalf("chromium (%s) did not start within %v", chromiumPath, browserStartTimeout)
-	}
-	// A failed test leaves a picture of the page as it was.
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(90))
-		if err != nil {
-			t.Logf("screenshot of the failed test: %v", err)
-			return
-		}
-		path := filepath.Join(artifactsDir(t), strings.ReplaceAll(t.Name(), "/", "_")+"-failed.png")
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Logf("screenshot of the failed test: %v", err)
-			return
-		}
-		t.Logf("screenshot of the failed test: %s", path)
-	})
-	return ctx
-}
-
-// browserStartTimeout bounds Chromium's start and every step in the
-// browser (generous: the CI machine is loaded).
-const browserStartTimeout = 90 * time.Second
-
-// step runs the actions with a generous bound (the CI machine is loaded).
-func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, browserStartTimeout)
-	defer cancel()
-	if err := chromedp.Do(sctx, actions...); err != nil {
-		t.Fatalf("%s (bounded by %v): %v", what, browserStartTimeout, err)
-	}
-}
-
-// eval evaluates a JavaScript expression in the page.
-func eval[T any](t *testing.T, ctx context.Context, expr string) T {
-	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, browserStartTimeout)
-	defer cancel()
-	v, err := chromedp.Run(sctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		t.Fatalf("evaluate %s (bounded by %v): %v", expr, browserStartTimeout, err)
-	}
-	return v
-}
-
 // panelAnswer is what the try-it panel shows after a send.
 type panelAnswer struct {
 	Status    string // data-status: the HTTP status, or "failed"
@@ -192,7 +86,7 @@ func sendFromPanel(t *testing.T, ctx context.Context, route string, fields map[s
 	t.Helper()
 	actions := []chromedp.Action[chromedp.Void]{
 		chromedp.SetValue(chromedp.ID("tryit-route"), route),
-		evalVoid(`document.getElementById("tryit-route").dispatchEvent(new Event("change"))`),
+		browsertest.EvalVoid(`document.getElementById("tryit-route").dispatchEvent(new Event("change"))`),
 	}
 	for name, v := range fields {
 		sel := chromedp.ID("tryit-f-" + route + "-" + name)
@@ -200,29 +94,21 @@ func sendFromPanel(t *testing.T, ctx context.Context, route string, fields map[s
 	}
 	// Removing the mark of the last answer tells this send's answer apart.
 	actions = append(actions,
-		evalVoid(`document.getElementById("tryit-status").removeAttribute("data-status")`),
+		browsertest.EvalVoid(`document.getElementById("tryit-status").removeAttribute("data-status")`),
 		chromedp.Click(chromedp.ID("tryit-send")),
 		chromedp.WaitVisible(chromedp.CSS(`#tryit-status[data-status]`)),
 	)
-	step(t, ctx, "send "+route+" from the panel", actions...)
+	browsertest.Step(t, ctx, "send "+route+" from the panel", actions...)
 	header := func(name string) string {
-		return eval[string](t, ctx, `document.querySelector('[data-header="`+name+`"]').getAttribute("data-value") || ""`)
+		return browsertest.Eval[string](t, ctx, `document.querySelector('[data-header="`+name+`"]').getAttribute("data-value") || ""`)
 	}
 	return panelAnswer{
-		Status:    eval[string](t, ctx, `document.getElementById("tryit-status").getAttribute("data-status")`),
-		Text:      eval[string](t, ctx, `document.getElementById("tryit-status").textContent`),
+		Status:    browsertest.Eval[string](t, ctx, `document.getElementById("tryit-status").getAttribute("data-status")`),
+		Text:      browsertest.Eval[string](t, ctx, `document.getElementById("tryit-status").textContent`),
 		Remaining: header("RateLimit-Remaining"),
 		Limit:     header("RateLimit-Limit"),
 		RequestID: header("X-Request-Id"),
-		Body:      eval[string](t, ctx, `document.getElementById("tryit-body").textContent`),
-	}
-}
-
-// evalVoid is an action that evaluates expr for its effect.
-func evalVoid(expr string) chromedp.Action[chromedp.Void] {
-	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Evaluate[any](expr)(ctx, tg)
-		return chromedp.Void{}, err
+		Body:      browsertest.Eval[string](t, ctx, `document.getElementById("tryit-body").textContent`),
 	}
 }
 
@@ -237,12 +123,12 @@ func screenshots(t *testing.T, ctx context.Context, name string) {
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
-	step(t, ctx, "scroll to the answer", evalVoid(`document.getElementById("tryit-result").scrollIntoView({block: "end"})`))
+	browsertest.Step(t, ctx, "scroll to the answer", browsertest.EvalVoid(`document.getElementById("tryit-result").scrollIntoView({block: "end"})`))
 	view, err := chromedp.Run(sctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
-	dir := artifactsDir(t)
+	dir := browsertest.ArtifactsDir(t)
 	for file, png := range map[string][]byte{name + ".png": full, name + "-panel.png": view} {
 		path := filepath.Join(dir, file)
 		if err := os.WriteFile(path, png, 0o644); err != nil {
@@ -259,8 +145,8 @@ func screenshots(t *testing.T, ctx context.Context, name string) {
 // API does not allow, the page cannot read the answer and says so.
 func TestDocsSiteInBrowser(t *testing.T) {
 	testenv.Integration(t, "PostgreSQL, Redis, NATS and Chromium")
-	if _, err := os.Stat(chromiumPath); err != nil {
-		testenv.Unavailable(t, "Chromium ("+chromiumPath+", Debian package chromium: deploy/local/chromium.sh)", err)
+	if _, err := os.Stat(browsertest.ChromiumPath); err != nil {
+		testenv.Unavailable(t, "Chromium ("+browsertest.ChromiumPath+", Debian package chromium: deploy/local/chromium.sh)", err)
 	}
 	d := newDrill(t, testenv.Database(t), "", "")
 	d.sharedRedis()
@@ -299,13 +185,13 @@ func TestDocsSiteInBrowser(t *testing.T) {
 	if originA != d.env["MD_DOCS_ORIGIN"] {
 		t.Fatalf("docs served at %s, want %s", originA, d.env["MD_DOCS_ORIGIN"])
 	}
-	ctx := newBrowser(t)
-	step(t, ctx, "load the site from "+originA,
+	ctx := browsertest.Start(t)
+	browsertest.Step(t, ctx, "load the site from "+originA,
 		chromedp.Navigate(originA+"/"),
 		chromedp.WaitVisible(chromedp.ID("tryit-ui")),
 		chromedp.SendKeys(chromedp.ID("tryit-api-key"), secret),
 	)
-	if eval[bool](t, ctx, `!document.getElementById("tryit-origin-warning").hidden`) {
+	if browsertest.Eval[bool](t, ctx, `!document.getElementById("tryit-origin-warning").hidden`) {
 		t.Error("the page served on MD_DOCS_ORIGIN warns about its origin")
 	}
 
@@ -363,12 +249,12 @@ func TestDocsSiteInBrowser(t *testing.T) {
 
 	// An API the operator did not list is refused by the page (its CSP
 	// would refuse the connection anyway), saying which it may call.
-	step(t, ctx, "point the panel at another API", chromedp.SetValue(chromedp.ID("tryit-api-url"), "http://127.0.0.1:1"))
+	browsertest.Step(t, ctx, "point the panel at another API", chromedp.SetValue(chromedp.ID("tryit-api-url"), "http://127.0.0.1:1"))
 	elsewhere := sendFromPanel(t, ctx, "getKey", nil)
 	if elsewhere.Status != "invalid" || !strings.Contains(elsewhere.Text, "only to "+apiURL) {
 		t.Errorf("a not-listed API: panel shows %q (%s); want a refusal naming %s", elsewhere.Status, elsewhere.Text, apiURL)
 	}
-	step(t, ctx, "point the panel back", chromedp.SetValue(chromedp.ID("tryit-api-url"), apiURL))
+	browsertest.Step(t, ctx, "point the panel back", chromedp.SetValue(chromedp.ID("tryit-api-url"), apiURL))
 	again := sendFromPanel(t, ctx, "getKey", nil)
 	if again.Status != "200" {
 		t.Errorf("back on the listed API: panel shows %q (%s)", again.Status, again.Text)
@@ -381,10 +267,10 @@ func TestDocsSiteInBrowser(t *testing.T) {
 		{"..", "..", "another route"},
 	} {
 		value, want := c.value, c.want
-		step(t, ctx, "type into universal_id",
-			evalVoid(`document.getElementById("tryit-route").value = "getEvent"; document.getElementById("tryit-route").dispatchEvent(new Event("change"))`),
+		browsertest.Step(t, ctx, "type into universal_id",
+			browsertest.EvalVoid(`document.getElementById("tryit-route").value = "getEvent"; document.getElementById("tryit-route").dispatchEvent(new Event("change"))`),
 			chromedp.WaitVisible(chromedp.ID("tryit-f-getEvent-universal_id")),
-			evalVoid(`document.getElementById("tryit-f-getEvent-universal_id").value = ""`),
+			browsertest.EvalVoid(`document.getElementById("tryit-f-getEvent-universal_id").value = ""`),
 			chromedp.SendKeys(chromedp.ID("tryit-f-getEvent-universal_id"), value),
 		)
 		refusedField := sendFromPanel(t, ctx, "getEvent", nil)
@@ -394,7 +280,7 @@ func TestDocsSiteInBrowser(t *testing.T) {
 	}
 
 	// The key is in no storage, cookie, URL or history entry of the page.
-	kept := eval[string](t, ctx, `JSON.stringify({
+	kept := browsertest.Eval[string](t, ctx, `JSON.stringify({
 		local: Object.entries(localStorage), session: Object.entries(sessionStorage),
 		cookie: document.cookie, href: location.href, state: history.state,
 		html: document.documentElement.outerHTML})`)
@@ -407,7 +293,7 @@ func TestDocsSiteInBrowser(t *testing.T) {
 	// preflighted (Authorization), the preflight gets 400, so the browser
 	// never sends the GET and the page gets no answer.
 	originB := startDocs(t, d, listenDocs(t), apiURL)
-	step(t, ctx, "load the site from "+originB,
+	browsertest.Step(t, ctx, "load the site from "+originB,
 		chromedp.Navigate(originB+"/"),
 		chromedp.WaitVisible(chromedp.ID("tryit-ui")),
 		chromedp.SendKeys(chromedp.ID("tryit-api-key"), secret),
@@ -420,14 +306,14 @@ func TestDocsSiteInBrowser(t *testing.T) {
 	if refused.Body != "" || refused.Remaining != "" {
 		t.Errorf("from a not-allowed origin the panel shows a body %q or RateLimit-Remaining %q", refused.Body, refused.Remaining)
 	}
-	if !eval[bool](t, ctx, `!document.getElementById("tryit-origin-warning").hidden`) {
+	if !browsertest.Eval[bool](t, ctx, `!document.getElementById("tryit-origin-warning").hidden`) {
 		t.Error("the page on a not-allowed origin does not warn about its origin")
 	}
 	screenshots(t, ctx, "docs-origin-refused")
 
 	// The API was up all along: the same send from the allowed origin right
 	// after is answered, so B's failure is CORS, not a dead API.
-	step(t, ctx, "load the site from "+originA+" again",
+	browsertest.Step(t, ctx, "load the site from "+originA+" again",
 		chromedp.Navigate(originA+"/"),
 		chromedp.WaitVisible(chromedp.ID("tryit-ui")),
 		chromedp.SendKeys(chromedp.ID("tryit-api-key"), secret),
