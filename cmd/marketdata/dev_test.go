@@ -130,6 +130,12 @@ func TestDevFirstRun(t *testing.T) {
 		t.Errorf("preflight from the docs site %s: got %d, Access-Control-Allow-Origin %q; want 204 allowing it",
 			origin, r.StatusCode, r.Header.Get("Access-Control-Allow-Origin"))
 	}
+	// The same site opened as localhost.
+	local := strings.Replace(origin, "127.0.0.1", "localhost", 1)
+	if r := ask(t, http.MethodOptions, url, "", local); r.StatusCode != http.StatusNoContent || r.Header.Get("Access-Control-Allow-Origin") != local {
+		t.Errorf("preflight from the docs site as %s: got %d, Access-Control-Allow-Origin %q; want 204 allowing it",
+			local, r.StatusCode, r.Header.Get("Access-Control-Allow-Origin"))
+	}
 
 	for line := range strings.SplitSeq(startLogs, "\n") {
 		if strings.Contains(line, `"level":"WARN"`) {
@@ -219,6 +225,9 @@ func TestApplyDevSettings(t *testing.T) {
 	if cfg.DocsOrigin != "http://127.0.0.1:8082" {
 		t.Errorf("docs origin: got %q, want http://127.0.0.1:8082 (MD_DOCS_ADDR as a browser here reaches it)", cfg.DocsOrigin)
 	}
+	if !slices.Contains(cfg.AppOrigins, "http://localhost:8082") || !notes.alsoLocalhost {
+		t.Errorf("allowed origins %v: want the docs site as localhost too (a browser opened on localhost sends that)", cfg.AppOrigins)
+	}
 	if !slices.Equal(cfg.AuthFailExempt, loopback) {
 		t.Errorf("failed-auth exemption: got %v, want loopback", cfg.AuthFailExempt)
 	}
@@ -232,12 +241,12 @@ func TestApplyDevSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.DocsOrigin != "https://docs.example.com" || cfg.MaxConns != 100 || notes.nofile != 0 {
+	if cfg.DocsOrigin != "https://docs.example.com" || cfg.MaxConns != 100 || notes.nofile != 0 || len(cfg.AppOrigins) != 0 {
 		t.Errorf("set in the environment: got origin %q, MD_MAX_CONNS %d; want them kept", cfg.DocsOrigin, cfg.MaxConns)
 	}
 
 	// Production: nothing of the above.
-	if cfg := load(nil); cfg.AuthFailExempt != nil || cfg.DocsOrigin != "http://127.0.0.1:8081" || cfg.MaxConns != 20000 {
+	if cfg := load(nil); cfg.AuthFailExempt != nil || cfg.DocsOrigin != "http://127.0.0.1:8081" || cfg.MaxConns != 20000 || len(cfg.AppOrigins) != 0 {
 		t.Errorf("api's configuration changed: exempt %v, origin %q, MD_MAX_CONNS %d", cfg.AuthFailExempt, cfg.DocsOrigin, cfg.MaxConns)
 	}
 }

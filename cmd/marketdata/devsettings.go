@@ -70,6 +70,8 @@ var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustPa
 // devNotes says, for the banner, which dev-only settings are in force.
 type devNotes struct {
 	docsOrigin string
+	// alsoLocalhost: the docs site is allowed as localhost too.
+	alsoLocalhost bool
 	// maxConns is MD_MAX_CONNS as fitted, and nofile the limit it was fitted
 	// under (0: it fit as set).
 	maxConns int
@@ -80,11 +82,14 @@ type devNotes struct {
 //   - the failed-authentication limit does not apply to loopback clients:
 //     the developer's own mistyped keys must not lock the demo key out;
 //   - the docs origin (CORS) is the docs site as bound, unless
-//     MD_DOCS_ORIGIN says otherwise: moving MD_DOCS_ADDR moves it;
+//     MD_DOCS_ORIGIN says otherwise: moving MD_DOCS_ADDR moves it; a site
+//     bound on 127.0.0.1 is also allowed as localhost (a browser opened on
+//     http://localhost:8081 sends that origin);
 //   - the soft open-file limit is raised to the hard one, and MD_MAX_CONNS
 //     lowered to fit under it rather than warned about.
 func applyDevSettings(cfg *Config, getenv func(string) string, docsAddr string, raise func() (uint64, error)) (devNotes, error) {
 	cfg.AuthFailExempt = loopback
+	var alsoLocalhost bool
 	if strings.TrimSpace(getenv("MD_DOCS_ORIGIN")) == "" {
 		urls, err := docsAPIURLs("", docsAddr)
 		if err != nil {
@@ -93,8 +98,12 @@ func applyDevSettings(cfg *Config, getenv func(string) string, docsAddr string, 
 		if cfg.DocsOrigin, err = parseOrigin(urls[0]); err != nil {
 			return devNotes{}, &configError{"MD_DOCS_ADDR", err.Error()}
 		}
+		if port, ok := strings.CutPrefix(cfg.DocsOrigin, "http://127.0.0.1:"); ok {
+			cfg.AppOrigins = append(cfg.AppOrigins, "http://localhost:"+port)
+			alsoLocalhost = true
+		}
 	}
-	n := devNotes{docsOrigin: cfg.DocsOrigin, maxConns: cfg.MaxConns}
+	n := devNotes{docsOrigin: cfg.DocsOrigin, alsoLocalhost: alsoLocalhost, maxConns: cfg.MaxConns}
 	if nofile, err := raise(); err == nil {
 		if fit := api.FitConns(cfg.MaxConns, nofile); fit != cfg.MaxConns {
 			cfg.MaxConns, n.maxConns, n.nofile = fit, fit, nofile
@@ -106,6 +115,9 @@ func applyDevSettings(cfg *Config, getenv func(string) string, docsAddr string, 
 // banner is the "dev settings" line of the banner.
 func (n devNotes) banner() string {
 	s := "failed-auth limit off for loopback clients; docs origin " + n.docsOrigin
+	if n.alsoLocalhost {
+		s += " (and as localhost)"
+	}
 	if n.nofile != 0 {
 		s += fmt.Sprintf("; MD_MAX_CONNS %d (fits the open-file limit %d)", n.maxConns, n.nofile)
 	}
