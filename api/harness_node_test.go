@@ -192,6 +192,8 @@ func (w *world) start(t testing.TB, cfg nodeConfig) *node {
 		nc.Close()
 		t.Fatalf("ratelimit.New: %v", err)
 	}
+	// Leases and suspects, as in production (cmd/marketdata).
+	go limiter.Run(t.Context())
 	reg := prometheus.NewRegistry()
 	deps := api.Deps{
 		Credentials: cfg.creds, Reader: reader, Limiter: limiter, NC: nc, Log: log, Now: w.clock.Now, Registry: reg,

@@ -28,7 +28,46 @@ type Admission struct {
 // result is as if the checks had run one after the other. When Redis does not
 // answer within the timeout, the node decides alone (a degraded decision) and
 // the error says why.
+//
+// While Run runs, a request of an address that is no suspect (suspects.go)
+// whose account holds a lease on this node (lease.go) is admitted from the
+// lease, with no round trip.
 func (l *Limiter) Admit(ctx context.Context, addr, account string) (Admission, error) {
+	if l.leasing() {
+		now := time.Now()
+		if res, ok := l.leases.take(account, l.suspects.clear(addr, now), now); ok {
+			l.admitted.Add(1)
+			l.leased.Add(1)
+			return Admission{Window: res}, nil
+		}
+	}
+	a, wait, err := l.admitOnce(ctx, addr, account)
+	if err != nil || wait <= 0 {
+		if err == nil {
+			l.admitted.Add(1)
+		}
+		return a, err
+	}
+	// Refused while another lease of the window may still be out: its
+	// unused places come back when it ends (within a sweep and a round
+	// trip after); ask again then, once.
+	t := time.NewTimer(min(wait, LeaseLength) + leaseSweep + l.cfg.Timeout)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		l.admitted.Add(1)
+		return a, nil
+	}
+	if a, _, err = l.admitOnce(ctx, addr, account); err == nil {
+		l.admitted.Add(1)
+	}
+	return a, err
+}
+
+// admitOnce sends one admission; wait > 0 says it was refused while a lease
+// of its window may still be out, for up to wait.
+func (l *Limiter) admitOnce(ctx context.Context, addr, account string) (Admission, time.Duration, error) {
 	req := &admitReq{addr: addr, account: account, done: make(chan struct{})}
 	l.batcher.start(l)
 	timer := time.NewTimer(l.cfg.Timeout)
@@ -36,9 +75,11 @@ func (l *Limiter) Admit(ctx context.Context, addr, account string) (Admission, e
 	select {
 	case l.batcher.queue <- req:
 	case <-timer.C:
-		return l.fallbackAdmit(addr, account, errors.New("ratelimit: admission queue full"))
+		a, err := l.fallbackAdmit(addr, account, errors.New("ratelimit: admission queue full"))
+		return a, 0, err
 	case <-ctx.Done():
-		return l.fallbackAdmit(addr, account, ctx.Err())
+		a, err := l.fallbackAdmit(addr, account, ctx.Err())
+		return a, 0, err
 	}
 	var cause error
 	select {
@@ -51,7 +92,8 @@ func (l *Limiter) Admit(ctx context.Context, addr, account string) (Admission, e
 	if cause != nil {
 		if req.state.CompareAndSwap(reqQueued, reqAbandoned) {
 			// Never sent: nothing was counted in Redis; decide alone.
-			return l.fallbackAdmit(addr, account, cause)
+			a, err := l.fallbackAdmit(addr, account, cause)
+			return a, 0, err
 		}
 		// A sender has it: Redis may count it already, so its decision is
 		// the one to give (deciding alone too would count the request twice).
@@ -60,9 +102,10 @@ func (l *Limiter) Admit(ctx context.Context, addr, account string) (Admission, e
 		<-req.done
 	}
 	if req.err != nil {
-		return l.fallbackAdmit(addr, account, req.err)
+		a, err := l.fallbackAdmit(addr, account, req.err)
+		return a, 0, err
 	}
-	return req.res, nil
+	return req.res, req.leaseWait, nil
 }
 
 // fallbackAdmit is the node's own decision, when Redis did not decide.
@@ -76,12 +119,32 @@ func (l *Limiter) fallbackAdmit(addr, account string, cause error) (Admission, e
 
 // admitGroup is the requests of one account in one admission round trip.
 type admitGroup struct {
-	key string
-	// n is how many requests the window call counts.
-	n   int
-	cmd *redis.Cmd
-	// good is how many of them were given a place so far.
+	account string
+	// n is how many requests the window call counts; want the lease it
+	// asks for besides.
+	n, want int
+	cmd     *redis.Cmd
+	// w is the call's answer (windowScript), once read.
+	w   []int64
+	err error
+	// good is how many of the requests were given a place so far.
 	good int
+}
+
+// answer reads the window call's answer once.
+func (g *admitGroup) answer() ([]int64, error) {
+	if g.w == nil && g.err == nil {
+		g.w, g.err = g.cmd.Int64Slice()
+		if g.err == nil && (len(g.w) < 5 || int64(len(g.w)) != 5+g.w[0]+g.w[1]) {
+			g.err = fmt.Errorf("ratelimit: window script answered %d values for %d places", len(g.w), g.w[0]+g.w[1])
+		}
+	}
+	return g.w, g.err
+}
+
+// windowArgs are the window call's arguments for n requests and a lease of want.
+func (l *Limiter) windowArgs(n, want int) []any {
+	return []any{l.cfg.Limit, l.cfg.Window.Milliseconds(), n, want, leaseReserve(l.cfg.Limit), LeaseLength.Milliseconds()}
 }
 
 // admitBatch decides a batch of admissions in one pipeline: one PTTL per
@@ -91,10 +154,13 @@ type admitGroup struct {
 // round trip, in batch order, to the requests whose address is not blocked,
 // and what it counted for the others (blocked, or their PTTL failed) is
 // refunded. So a poller's concurrent requests cost Redis one script call per
-// round trip, and a blocked address never takes a good request's place.
+// round trip, and a blocked address never takes a good request's place. The
+// call also asks for a lease for an account that sends this node many
+// requests (lease.go).
 func (l *Limiter) admitBatch(reqs []*admitReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
 	defer cancel()
+	sent := time.Now()
 	p := l.rdb.Pipeline()
 	blocked := make(map[string]*redis.Cmd, len(reqs)) // PTTL of the block marker by address
 	groups := make(map[string]*admitGroup, len(reqs))
@@ -104,13 +170,16 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 		}
 		g := groups[r.account]
 		if g == nil {
-			g = &admitGroup{key: l.accountKey(r.account)}
+			g = &admitGroup{account: r.account}
 			groups[r.account] = g
 		}
 		g.n++
 	}
 	for _, g := range groups {
-		g.cmd = windowScript.EvalSha(ctx, p, []string{g.key}, l.cfg.Limit, l.cfg.Window.Milliseconds(), g.n)
+		if l.leasing() {
+			g.want = l.leases.want(g.account, sent)
+		}
+		g.cmd = windowScript.EvalSha(ctx, p, l.windowKeys(g.account), l.windowArgs(g.n, g.want)...)
 	}
 	// Each request judges its own commands: a lost script, or on Redis
 	// Cluster a shard that did not answer, fails only the requests whose
@@ -124,8 +193,20 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 	}
 	l.rerunLost(ctx, groups)
 	for _, r := range reqs {
-		if r.res, r.err = l.place(groups[r.account], blocked[r.addr]); r.err == nil {
-			l.admitted.Add(1)
+		r.res, r.leaseWait, r.err = l.place(groups[r.account], blocked[r.addr])
+	}
+	var back []refund
+	for _, g := range groups {
+		w, err := g.answer()
+		if err != nil || w[1] == 0 {
+			continue
+		}
+		if l.leasing() {
+			if old := l.leases.grant(g.account, w[3], l.cfg.Window.Milliseconds(), w[5+w[0]:], w[2], sent); old.pos != nil {
+				back = append(back, old)
+			}
+		} else {
+			back = append(back, refund{account: g.account, start: w[3], windowMS: l.cfg.Window.Milliseconds(), pos: w[5+w[0]:]})
 		}
 	}
 	// What a window counted beyond the requests given a place (blocked
@@ -135,8 +216,9 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 	// between may). Other accounts' requests are answered at once.
 	var refunds []*admitGroup
 	for _, g := range groups {
-		if w, err := g.cmd.Int64Slice(); err == nil && w[0] > int64(g.good) {
+		if w, err := g.answer(); err == nil && w[0] > int64(g.good) {
 			refunds = append(refunds, g)
+			back = append(back, refund{account: g.account, start: w[3], windowMS: l.cfg.Window.Milliseconds(), pos: w[5+g.good : 5+w[0]]})
 		}
 	}
 	for _, r := range reqs {
@@ -144,7 +226,7 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 			close(r.done)
 		}
 	}
-	if len(refunds) == 0 {
+	if len(back) == 0 {
 		return
 	}
 	var waiting []*admitReq // a copy: the sender reuses reqs for its next batch
@@ -154,7 +236,7 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 		}
 	}
 	finish := func() {
-		l.refund(refunds)
+		l.giveBack(back)
 		for _, r := range waiting {
 			close(r.done)
 		}
@@ -172,35 +254,44 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 	}
 }
 
+// windowKeys are an account's window and its holes (one hash tag).
+func (l *Limiter) windowKeys(account string) []string {
+	return []string{l.accountKey(account), l.holesKey(account)}
+}
+
 // place decides one request of g, in batch order, given its address's
-// block marker.
-func (l *Limiter) place(g *admitGroup, blocked *redis.Cmd) (Admission, error) {
-	w, err := g.cmd.Int64Slice()
+// block marker. A refused request learns how long a lease of its window
+// may still be out.
+func (l *Limiter) place(g *admitGroup, blocked *redis.Cmd) (Admission, time.Duration, error) {
+	w, err := g.answer()
 	if err != nil {
-		return Admission{}, err
+		return Admission{}, 0, err
 	}
 	ttl, err := blocked.Int64()
 	if err != nil {
-		return Admission{}, err
+		return Admission{}, 0, err
 	}
 	if isBlocked, retry := blockedFor(ttl); isBlocked {
-		return Admission{Blocked: true, BlockedFor: retry}, nil
+		return Admission{Blocked: true, BlockedFor: retry}, 0, nil
 	}
 	res := l.windowResult(w, g.good)
 	g.good++
-	return Admission{Window: res}, nil
+	var wait time.Duration
+	if !res.Allowed {
+		wait = time.Duration(w[4]) * time.Millisecond
+	}
+	return Admission{Window: res}, wait, nil
 }
 
 // windowResult is the decision for the i-th (from 0) of the requests one
 // windowScript call counted.
 func (l *Limiter) windowResult(vals []int64, i int) Result {
-	accepted, before := vals[0], vals[1]
+	accepted := vals[0]
 	r := Result{Limit: l.cfg.Limit, ResetAfter: time.Duration(vals[2]) * time.Millisecond}
 	if int64(i) < accepted {
 		r.Allowed = true
-		r.Remaining = int(max(int64(l.cfg.Limit)-before-int64(i)-1, 0))
+		r.Remaining = int(max(int64(l.cfg.Limit)-1-vals[5+i], 0))
 	} else {
-		r.Remaining = int(max(int64(l.cfg.Limit)-before-accepted, 0))
 		r.RetryAfter = r.ResetAfter
 	}
 	return r
@@ -219,7 +310,7 @@ func (l *Limiter) rerunLost(ctx context.Context, groups map[string]*admitGroup) 
 		if p == nil {
 			p = l.rdb.Pipeline()
 		}
-		g.cmd = windowScript.Eval(ctx, p, []string{g.key}, l.cfg.Limit, l.cfg.Window.Milliseconds(), g.n)
+		g.cmd = windowScript.Eval(ctx, p, l.windowKeys(g.account), l.windowArgs(g.n, g.want)...)
 	}
 	if p == nil {
 		return
@@ -228,26 +319,6 @@ func (l *Limiter) rerunLost(ctx context.Context, groups map[string]*admitGroup) 
 	for _, c := range cmds {
 		if answered(c.Err()) {
 			l.windowCalls.Add(1)
-		}
-	}
-}
-
-// refund takes back, in one pipeline with a budget of its own, what each
-// group's window call counted beyond the requests given a place. A failed
-// refund leaves them counted until the window ends
-// (marketdata_ratelimit_refund_failures_total).
-func (l *Limiter) refund(groups []*admitGroup) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
-	defer cancel()
-	p := l.rdb.Pipeline()
-	for _, g := range groups {
-		w, _ := g.cmd.Int64Slice() // read without error by the caller
-		refundScript.Eval(ctx, p, []string{g.key}, w[3], w[0]-int64(g.good))
-	}
-	cmds, _ := p.Exec(ctx)
-	for _, c := range cmds {
-		if c.Err() != nil {
-			l.refundFailures.Add(1)
 		}
 	}
 }

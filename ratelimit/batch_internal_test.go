@@ -72,7 +72,12 @@ func TestAdmitBatchPlaces(t *testing.T) {
 			if err != nil && err != redis.Nil {
 				t.Fatal(err)
 			}
-			if n != tc.count {
+			// Places given back are holes, taken again first.
+			holes, err := rdb.ZCard(ctx, l.holesKey("acc")).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n -= int(holes); n != tc.count {
 				t.Errorf("window count afterwards: %d, want %d", n, tc.count)
 			}
 		})

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // admitReq is one queued admission.
@@ -10,7 +11,9 @@ type admitReq struct {
 	addr, account string
 	res           Admission
 	err           error
-	done          chan struct{}
+	// leaseWait: refused while a lease of the window may be out this long.
+	leaseWait time.Duration
+	done      chan struct{}
 	// state is reqQueued until a sender takes the request (reqTaken) or the
 	// caller gives up waiting first (reqAbandoned): exactly one of them wins,
 	// so an abandoned request is never counted in Redis, and a taken one is

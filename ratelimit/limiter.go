@@ -86,6 +86,16 @@ type Limiter struct {
 	refunding chan struct{}
 	// Counts of the admission round trips, for Register.
 	trips, admitted, windowCalls, refundFailures atomic.Uint64
+	// leased counts the requests admitted from a lease, with no round trip.
+	leased atomic.Uint64
+
+	// leases and suspects work while Run runs; without it every request
+	// goes to Redis.
+	leases   *leases
+	suspects *suspects
+	running  atomic.Bool
+	// leaseOff: Run ended; no lease is asked for or handed out.
+	leaseOff atomic.Bool
 }
 
 // New returns a limiter on rdb, or an error naming the field of cfg it
@@ -96,8 +106,27 @@ func New(rdb redis.UniversalClient, cfg Config, peers func() int, now func() tim
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Limiter{rdb: rdb, cfg: cfg, fallback: newLocal(peers, now), refunding: make(chan struct{}, 8)}, nil
+	return &Limiter{
+		rdb: rdb, cfg: cfg, fallback: newLocal(peers, now), refunding: make(chan struct{}, 8),
+		leases: newLeases(cfg.Limit), suspects: newSuspects(),
+	}, nil
 }
+
+// Run lets the node admit without a round trip per request until ctx ends:
+// accounts that send it many requests get leases of their windows
+// (lease.go), and addresses that never failed authentication skip the
+// block check (suspects.go). When ctx ends, leases are given back. Without
+// Run, every admission is decided in Redis.
+func (l *Limiter) Run(ctx context.Context) {
+	if !l.running.CompareAndSwap(false, true) {
+		return
+	}
+	go l.watchSuspects(ctx)
+	l.runLeases(ctx)
+}
+
+// leasing reports whether leases may be asked for and handed out.
+func (l *Limiter) leasing() bool { return l.running.Load() && !l.leaseOff.Load() }
 
 // Register adds the limiter's counters to reg: how many admissions went to
 // Redis, in how many round trips and window script calls. Admissions per
@@ -108,8 +137,19 @@ func (l *Limiter) Register(reg prometheus.Registerer) error {
 			Name: "marketdata_ratelimit_round_trips_total", Help: "Admission pipelines sent to Redis (re-runs after a lost script and refunds not counted).",
 		}, func() float64 { return float64(l.trips.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "marketdata_ratelimit_admissions_total", Help: "Requests decided by Redis: admitted, refused or blocked (decisions of the fallback not counted).",
+			Name: "marketdata_ratelimit_admissions_total", Help: "Requests decided by Redis: admitted, refused or blocked, in a round trip or from a lease Redis granted (decisions of the fallback not counted).",
 		}, func() float64 { return float64(l.admitted.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "marketdata_ratelimit_suspects_complete", Help: "1 while the node knows every address with failed authentications (subscribed to their first failures and read the counters since) and checks only those for a block; 0 while it checks every address.",
+		}, func() float64 {
+			if l.suspects.sure.Load() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "marketdata_ratelimit_leased_admissions_total", Help: "Requests admitted from a lease of their account's window, with no round trip.",
+		}, func() float64 { return float64(l.leased.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "marketdata_ratelimit_window_calls_total", Help: "Window script calls Redis answered: one per account per round trip, and a second after Redis lost the script.",
 		}, func() float64 { return float64(l.windowCalls.Load()) }),
@@ -130,6 +170,7 @@ func (l *Limiter) Config() Config { return l.cfg }
 func (l *Limiter) accountKey(account string) string { return l.cfg.Prefix + "{rl:" + account + "}" }
 func (l *Limiter) addressKey(addr string) string    { return l.cfg.Prefix + "{af:" + addr + "}" }
 func (l *Limiter) blockKey(addr string) string      { return l.cfg.Prefix + "{af:" + addr + "}:b" }
+func (l *Limiter) holesKey(account string) string   { return l.cfg.Prefix + "{rl:" + account + "}:h" }
 
 // blockedFor reads a PTTL of a block marker: blocked while it is positive.
 func blockedFor(ms int64) (bool, time.Duration) {
@@ -163,8 +204,11 @@ func (l *Limiter) Blocked(ctx context.Context, addr string) (bool, time.Duration
 func (l *Limiter) FailOrBlocked(ctx context.Context, addr string) (bool, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
+	// This node checks the address from now on, whatever the publication
+	// of its first failure does.
+	l.suspects.add(addr, time.Now().Add(l.cfg.AuthFailWindow))
 	vals, err := failOrBlockedScript.Run(ctx, l.rdb, []string{l.addressKey(addr), l.blockKey(addr)},
-		l.cfg.AuthFailWindow.Milliseconds(), l.cfg.AuthFailLimit).Int64Slice()
+		l.cfg.AuthFailWindow.Milliseconds(), l.cfg.AuthFailLimit, l.suspectsChannel(), addr).Int64Slice()
 	if err != nil {
 		if blocked, retry := l.fallback.blocked("af:"+addr, l.cfg.AuthFailLimit); blocked {
 			return true, retry, fmt.Errorf("ratelimit: failures of %s: %w", addr, err)

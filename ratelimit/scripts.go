@@ -7,43 +7,94 @@ import "github.com/redis/go-redis/v9"
 // is Redis (TIME, key expiry), never a node's: every node agrees on when a
 // window starts and ends.
 
-// windowScript counts ARGV[3] requests of one account in its fixed window,
-// as that many calls one after the other would: the first ones are accepted
-// while the window has room, the rest refused (and not counted). Windows are
-// aligned to multiples of the window length on the Redis clock, so every node
-// agrees on when a window starts; the key expires when its window ends.
+// windowScript takes places in one account's fixed window: ARGV[3] for
+// requests, as that many calls one after the other would (the first ones
+// while the window has room; the rest refused and not counted), then up to
+// ARGV[4] more for a lease (lease.go), which the node hands out itself. A
+// place is a position in the window, 0 … limit-1; a request's
+// RateLimit-Remaining is limit-1-position, so every accepted request of a
+// window has its own. Positions given back (refundScript: a lease that ran
+// out, a request from a blocked address) are holes in the sorted set
+// KEYS[2] and are taken again first, lowest first. Windows are aligned to
+// multiples of the window length on the Redis clock, so every node agrees on
+// when a window starts; the keys expire when their window ends.
 //
-// KEYS[1] the account's key (a hash: s = window start in ms, n = count);
-// ARGV[1] limit; ARGV[2] window in ms; ARGV[3] requests.
-// Returns {accepted, count before them, ms until the window ends, window
-// start in ms}. The window start is what a refund names (refundScript).
+// A lease is granted only from what is left above ARGV[5] (the reserve),
+// so the last places of a window go to requests one by one, and it ends
+// ARGV[6] ms after it is granted: field le holds the latest end. When
+// requests are refused while a lease may still be out (le not passed), the
+// answer says how long until it ends: its unused places are about to come
+// back, and the caller asks again then rather than refuse a request the
+// window still has room for.
+//
+// KEYS[1] the account's window (a hash: s = window start in ms, n = next
+// new position, le = end of the latest lease in ms); KEYS[2] its holes.
+// ARGV[1] limit; ARGV[2] window in ms; ARGV[3] requests; ARGV[4] lease
+// wanted; ARGV[5] reserve; ARGV[6] lease length in ms.
+// Returns {accepted, leased, ms until the window ends, window start in ms,
+// ms until the latest lease ends when some were refused (else 0),
+// positions...}: the accepted requests' positions in order, then the
+// lease's. The window start is what a refund names.
 var windowScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local limit = tonumber(ARGV[1])
 local w = tonumber(ARGV[2])
 local k = tonumber(ARGV[3])
+local want = tonumber(ARGV[4])
+local reserve = tonumber(ARGV[5])
+local ttl = tonumber(ARGV[6])
 local start = now - (now % w)
-local cur = redis.call('HMGET', KEYS[1], 's', 'n')
-local n = 0
-if tonumber(cur[1]) == start then n = tonumber(cur[2]) end
-local a = math.max(0, math.min(k, limit - n))
-if a > 0 then
-  redis.call('HSET', KEYS[1], 's', start, 'n', n + a)
+local cur = redis.call('HMGET', KEYS[1], 's', 'n', 'le')
+local n, le, holes = 0, 0, 0
+if tonumber(cur[1]) == start then
+  n = tonumber(cur[2])
+  le = tonumber(cur[3]) or 0
+  holes = redis.call('ZCARD', KEYS[2])
+elseif k + want > 0 then
+  redis.call('DEL', KEYS[2])
+end
+local free = limit - n + holes
+local a = math.max(0, math.min(k, free))
+local g = 0
+if want > 0 then g = math.max(0, math.min(want, free - a - reserve)) end
+local out = {a, g, start + w - now, start, 0}
+local need = a + g
+if need > 0 then
+  if holes > 0 then
+    local h = redis.call('ZPOPMIN', KEYS[2], need)
+    for i = 2, #h, 2 do
+      out[#out + 1] = tonumber(h[i])
+      need = need - 1
+    end
+  end
+  for p = n, n + need - 1 do out[#out + 1] = p end
+  n = n + need
+  if g > 0 then le = math.max(le, now + ttl) end
+  redis.call('HSET', KEYS[1], 's', start, 'n', n, 'le', le)
   redis.call('PEXPIREAT', KEYS[1], start + w)
 end
-return {a, n, start + w - now, start}
+if a < k and le > now then out[5] = le - now end
+return out
 `)
 
-// refundScript takes back counted requests when their window is still the
-// current one: a refund that arrives after its window ended must not take
-// places from the next window.
+// refundScript gives positions back to their window while it is the
+// current one, as holes the next places are taken from: a refund that
+// arrives after its window ended must not give the next window places.
 //
-// KEYS[1] the account's key; ARGV[1] the window start (windowScript's 4th
-// answer); ARGV[2] how many.
+// KEYS[1] the account's window; KEYS[2] its holes. ARGV[1] the window start
+// (windowScript's 4th answer); ARGV[2] the window in ms; ARGV[3...] the
+// positions.
 var refundScript = redis.NewScript(`
-if tonumber(redis.call('HGET', KEYS[1], 's')) == tonumber(ARGV[1]) then
-  redis.call('HINCRBY', KEYS[1], 'n', -tonumber(ARGV[2]))
+local start = tonumber(ARGV[1])
+if tonumber(redis.call('HGET', KEYS[1], 's')) == start and #ARGV > 2 then
+  local args = {}
+  for i = 3, #ARGV do
+    args[#args + 1] = ARGV[i]
+    args[#args + 1] = ARGV[i]
+  end
+  redis.call('ZADD', KEYS[2], unpack(args))
+  redis.call('PEXPIREAT', KEYS[2], start + tonumber(ARGV[2]))
 end
 return 0
 `)
@@ -57,8 +108,12 @@ return 0
 // requests arrive at once on however many nodes, exactly `limit` of them are
 // counted (401) and the rest are told the address is blocked (429).
 //
+// The first failure of a window is published on the channel ARGV[3] (when
+// set) as "<ms left> <address>": every node then checks that address on each
+// request until the window ends (suspects.go), and no other.
+//
 // KEYS[1] the address's counter; KEYS[2] its block marker; ARGV[1] window in
-// ms; ARGV[2] the limit.
+// ms; ARGV[2] the limit; ARGV[3] the suspects channel; ARGV[4] the address.
 // Returns {blocked (0|1), ms left}: of the block when blocked, else of the
 // failure window.
 var failOrBlockedScript = redis.NewScript(`
@@ -71,6 +126,7 @@ if ttl < 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
   ttl = tonumber(ARGV[1])
 end
+if n == 1 and ARGV[3] ~= '' then redis.call('PUBLISH', ARGV[3], ttl .. ' ' .. ARGV[4]) end
 if n >= tonumber(ARGV[2]) then redis.call('SET', KEYS[2], '1', 'PX', ttl) end
 return {0, ttl}
 `)

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +33,12 @@ func windowCount(t *testing.T, f *fakeRedis, l *Limiter, account string) int {
 	if err != nil {
 		t.Fatalf("window count of %s: %v", account, err)
 	}
-	return n
+	// Positions given back are holes, taken again first: not counted.
+	holes, err := f.ZMembers(l.holesKey(account))
+	if err != nil && f.Exists(l.holesKey(account)) {
+		t.Fatalf("holes of %s: %v", account, err)
+	}
+	return n - len(holes)
 }
 
 // TestWindowScriptLimit: a fresh window accepts exactly Limit requests,
@@ -96,30 +102,34 @@ func TestWindowScriptAlignedOnRedisClock(t *testing.T) {
 }
 
 // TestWindowScriptCountsRequestsAtOnce: one call counting k requests counts
-// them as k calls in a row: those that fit are accepted, the rest refused
-// and not counted; windowResult hands out the places in order.
+// them as k calls in a row: those that fit are accepted, each with its own
+// position, the rest refused and not counted; windowResult hands out the
+// places in order.
 func TestWindowScriptCountsRequestsAtOnce(t *testing.T) {
 	f := newFakeRedis(t, at10s)
 	cfg := unitConfig()
 	cfg.Limit = 10
 	l := newUnitLimiter(t, f, cfg)
 	ctx := context.Background()
-	key := l.accountKey("acc")
 	for _, c := range []struct {
 		k                int
 		accepted, before int64
 	}{{7, 7, 0}, {5, 3, 7}, {2, 0, 10}} {
-		vals, err := windowScript.Run(ctx, f.rdb, []string{key}, cfg.Limit, cfg.Window.Milliseconds(), c.k).Int64Slice()
+		vals, err := windowScript.Run(ctx, f.rdb, l.windowKeys("acc"), l.windowArgs(c.k, 0)...).Int64Slice()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if vals[0] != c.accepted || vals[1] != c.before || vals[2] != (49*time.Second+750*time.Millisecond).Milliseconds() || vals[3] != windowStart.UnixMilli() {
-			t.Fatalf("%d requests at once: got %v, want {%d, %d, 49750, %d}", c.k, vals, c.accepted, c.before, windowStart.UnixMilli())
+		want := []int64{c.accepted, 0, (49*time.Second + 750*time.Millisecond).Milliseconds(), windowStart.UnixMilli(), 0}
+		for p := c.before; p < c.before+c.accepted; p++ {
+			want = append(want, p)
+		}
+		if !slices.Equal(vals, want) {
+			t.Fatalf("%d requests at once: got %v, want %v", c.k, vals, want)
 		}
 		for i := range c.k {
 			r := l.windowResult(vals, i)
 			wantAllowed := int64(i) < c.accepted
-			wantRemaining := int64(cfg.Limit) - c.before - c.accepted
+			wantRemaining := int64(0)
 			if wantAllowed {
 				wantRemaining = int64(cfg.Limit) - c.before - int64(i) - 1
 			}
@@ -130,6 +140,56 @@ func TestWindowScriptCountsRequestsAtOnce(t *testing.T) {
 	}
 	if got := windowCount(t, f, l, "acc"); got != 10 {
 		t.Errorf("window count: got %d, want 10", got)
+	}
+}
+
+// TestWindowScriptLease: a lease takes places above the reserve only, after
+// the requests'; positions given back are taken again first, lowest first;
+// a refusal while a lease is out says how long it may last.
+func TestWindowScriptLease(t *testing.T) {
+	f := newFakeRedis(t, at10s)
+	cfg := unitConfig()
+	cfg.Limit = 40 // reserve 2
+	l := newUnitLimiter(t, f, cfg)
+	ctx := context.Background()
+	call := func(k, want int) []int64 {
+		t.Helper()
+		vals, err := windowScript.Run(ctx, f.rdb, l.windowKeys("acc"), l.windowArgs(k, want)...).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vals
+	}
+	span := func(from, to int64) []int64 {
+		var out []int64
+		for p := from; p < to; p++ {
+			out = append(out, p)
+		}
+		return out
+	}
+	if v := call(2, 30); v[0] != 2 || v[1] != 30 || !slices.Equal(v[5:], span(0, 32)) {
+		t.Fatalf("2 requests and a lease of 30: got %v, want 2 accepted, 30 leased, positions 0..31", v)
+	}
+	// 8 left, 2 of them the reserve: a lease of 10 gets 6.
+	if v := call(0, 10); v[1] != 6 || !slices.Equal(v[5:], span(32, 38)) {
+		t.Fatalf("a lease of 10 with 8 left: got %v, want 6 leased, positions 32..37", v)
+	}
+	// Give back 5, 6 and 33 of the leases.
+	if err := refundScript.Run(ctx, f.rdb, l.windowKeys("acc"), windowStart.UnixMilli(), cfg.Window.Milliseconds(), 33, 5, 6).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := windowCount(t, f, l, "acc"); got != 35 {
+		t.Fatalf("window count after giving back 3 of 38: %d, want 35", got)
+	}
+	if v := call(4, 0); v[0] != 4 || !slices.Equal(v[5:], []int64{5, 6, 33, 38}) {
+		t.Fatalf("4 requests: got %v, want the holes 5, 6, 33 first, then 38", v)
+	}
+	if v := call(3, 0); v[0] != 1 || v[4] != LeaseLength.Milliseconds() || !slices.Equal(v[5:], []int64{39}) {
+		t.Fatalf("3 requests with 1 place left and a lease out: got %v, want 1 accepted (39), a wait of %d ms", v, LeaseLength.Milliseconds())
+	}
+	f.advance(LeaseLength)
+	if v := call(1, 0); v[0] != 0 || v[4] != 0 {
+		t.Fatalf("refused once the leases ended: got %v, want refused with no wait", v)
 	}
 }
 
@@ -170,14 +230,15 @@ func TestWindowScriptNextWindow(t *testing.T) {
 // places), and a refund creates no key.
 func TestRefundScriptOnlyCurrentWindow(t *testing.T) {
 	f := newFakeRedis(t, at10s)
-	l := newUnitLimiter(t, f, unitConfig())
+	cfg := unitConfig()
+	l := newUnitLimiter(t, f, cfg)
 	ctx := context.Background()
-	key := l.accountKey("acc")
 	for range 4 {
 		admitOne(t, l, "192.0.2.1", "acc")
 	}
 	start := windowStart.UnixMilli()
-	if err := refundScript.Run(ctx, f.rdb, []string{key}, start, 2).Err(); err != nil {
+	wms := cfg.Window.Milliseconds()
+	if err := refundScript.Run(ctx, f.rdb, l.windowKeys("acc"), start, wms, 2, 3).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if got := windowCount(t, f, l, "acc"); got != 2 {
@@ -185,13 +246,13 @@ func TestRefundScriptOnlyCurrentWindow(t *testing.T) {
 	}
 	f.advance(time.Minute) // the next window; the key expired
 	admitOne(t, l, "192.0.2.1", "acc")
-	if err := refundScript.Run(ctx, f.rdb, []string{key}, start, 1).Err(); err != nil {
+	if err := refundScript.Run(ctx, f.rdb, l.windowKeys("acc"), start, wms, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if got := windowCount(t, f, l, "acc"); got != 1 {
 		t.Errorf("refund naming the previous window: count %d, want 1 (unchanged)", got)
 	}
-	if err := refundScript.Run(ctx, f.rdb, []string{l.accountKey("nobody")}, start, 1).Err(); err != nil {
+	if err := refundScript.Run(ctx, f.rdb, l.windowKeys("nobody"), start, wms, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if f.Exists(l.accountKey("nobody")) {

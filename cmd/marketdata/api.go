@@ -171,6 +171,7 @@ func runAPIOn(ctx context.Context, cfg *Config, b bound, noticeSubject string, l
 	if err := limiter.Register(reg); err != nil {
 		return err
 	}
+	go limiter.Run(ctx)
 	// Contract §3: at most 10 open streams per account across all nodes.
 	// A node that dies stops counting within the lease (15 s); its live
 	// streams' slots are renewed every lease/3.

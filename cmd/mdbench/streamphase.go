@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 	"time"
 )
 
@@ -46,6 +47,12 @@ func (e *streamEnv) idle(ctx context.Context) (StreamMemory, error) {
 	after, err := e.node.Metrics(ctx)
 	if err != nil {
 		return m, err
+	}
+	if e.profile {
+		// What the idle connections hold: go tool pprof -sample_index=inuse_space.
+		file := filepath.Join(e.out, "stream-api-idle.heap.pprof")
+		err := fetchTo(ctx, "http://"+e.node.Admin+"/debug/pprof/heap", file)
+		e.log.Info("stream: node heap profile with the connections idle", "file", file, "err", err)
 	}
 	n := float64(e.p.Conns)
 	m.PerConnBytes = round2((m.With.RSSMB - m.Before.RSSMB) * 1024 * 1024 / n)

@@ -119,8 +119,75 @@ func TestRateLimitExactAcrossNodes(t *testing.T) {
 				t.Errorf("RateLimit-Remaining %d seen %d times among accepted requests, want once", v, remaining[v])
 			}
 		}
-		t.Logf("attempt %d: statuses %v (%s)", attempt, counts, time.Since(started).Round(time.Millisecond))
+		var leased float64
+		for _, n := range nodes {
+			v, err := n.metric(ctx, "marketdata_ratelimit_leased_admissions_total")
+			if err != nil {
+				t.Fatal(err)
+			}
+			leased += v
+		}
+		t.Logf("attempt %d: statuses %v, %.0f admissions from leases (%s)", attempt, counts, leased, time.Since(started).Round(time.Millisecond))
 		return
+	}
+}
+
+// TestFailedAuthBlockAcrossNodes: on Redis Cluster, failed authentications
+// from one address on one node block that address on every node, for the
+// request right after the one that reached MD_AUTHFAIL_LIMIT, though the
+// nodes check only addresses whose first failure they heard of (published
+// from the failure script, which runs on the address's shard), while an
+// address that never failed is admitted.
+func TestFailedAuthBlockAcrossNodes(t *testing.T) {
+	s := cl(t)
+	ctx := context.Background()
+	const limit = 5
+	// The nodes trust loopback as a proxy, so each request names its address.
+	extra := []string{"MD_AUTHFAIL_LIMIT=" + strconv.Itoa(limit), "MD_TRUSTED_PROXIES=127.0.0.1/32"}
+	var nodes []*child
+	for i := range 2 {
+		n, err := s.startAPI(ctx, fmt.Sprintf("authfail-api%d", i+1), extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.stop(10 * time.Second) })
+		nodes = append(nodes, n)
+	}
+	for _, n := range nodes {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			v, err := n.metric(ctx, "marketdata_ratelimit_suspects_complete")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the suspects set was not complete within 20 s", n.name)
+			}
+			time.Sleep(50 * time.Millisecond) // a gauge of the node: no event to wait on
+		}
+	}
+	_, secret, err := s.newKey(ctx, "clustertest-authfail", "markets:read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := func(addr string) []string { return []string{"X-Forwarded-For", addr} }
+	for round, addr := range []string{"198.51.100.10", "2001:db8::77"} {
+		for i := range limit {
+			a, err := get(ctx, nodes[0], "/public/v1/key", "md_live_bad"+strconv.Itoa(round*10+i), from(addr)...)
+			if err != nil || a.status != http.StatusUnauthorized {
+				t.Fatalf("%s failure %d on %s: %v %d, want 401", addr, i+1, nodes[0].name, err, a.status)
+			}
+		}
+		a, err := get(ctx, nodes[1], "/public/v1/key", secret, from(addr)...)
+		if err != nil || a.status != http.StatusTooManyRequests {
+			t.Fatalf("%s: a good key on %s right after the %dth failure on %s: %v %d, want 429", addr, nodes[1].name, limit, nodes[0].name, err, a.status)
+		}
+		if a, err := get(ctx, nodes[1], "/public/v1/key", secret, from("192.0.2.50")...); err != nil || a.status != http.StatusOK {
+			t.Fatalf("an address that never failed, on %s: %v %d, want 200", nodes[1].name, err, a.status)
+		}
 	}
 }
 

@@ -1,0 +1,190 @@
+package ratelimit
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Leases: an account that sends a node many requests gets places of its
+// window in advance, in the admission round trip its requests make anyway
+// (windowScript's lease), and the node hands them out itself until they run
+// out or the lease ends. Its requests then cost no round trip, while the
+// window stays exact across nodes:
+//
+//   - a place is a position in the window (0 … limit-1), taken in Redis
+//     once, so no two requests anywhere get the same one;
+//   - what a lease did not hand out goes back (refundScript) as soon as it
+//     ends, and is taken again before new positions;
+//   - leases are granted only above a reserve, so a window's last places go
+//     to requests one by one; and a request refused while a lease may still
+//     be out waits for it to end and asks again (Admit).
+//
+// A lease lasts LeaseLength at most and never past its window. Its size is
+// what the account sent this node during the last LeaseLength, when that
+// is at least leaseMinRate, up to leaseMax.
+const (
+	LeaseLength  = 100 * time.Millisecond
+	leaseMinRate = 4
+	leaseMax     = 1024
+	// leaseSweep is how often ended leases give their places back.
+	leaseSweep = LeaseLength / 4
+)
+
+// leaseReserve is how many places of a window are never leased.
+func leaseReserve(limit int) int { return max(1, limit/20) }
+
+type leases struct {
+	limit int
+	mu    sync.Mutex
+	m     map[string]*lease
+}
+
+// lease is one account's lease on this node, and its recent rate.
+type lease struct {
+	// start names the window of pos (Redis clock, ms); windowMS its length.
+	start, windowMS int64
+	// pos are the places not handed out yet, in order.
+	pos []int64
+	// ends is when the lease ends, windowEnd when its window does (node
+	// clock, both reckoned from before the round trip: early, never late).
+	ends, windowEnd time.Time
+	// seen counts the account's requests since since; rate is the count of
+	// the previous LeaseLength.
+	seen, rate int
+	since      time.Time
+}
+
+func newLeases(limit int) *leases {
+	return &leases{limit: limit, m: map[string]*lease{}}
+}
+
+// take counts a request of account and, when use is set and the account
+// holds a lease with places, hands out the next one.
+func (ls *leases) take(account string, use bool, now time.Time) (Result, bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	e := ls.m[account]
+	if e == nil {
+		e = &lease{since: now}
+		ls.m[account] = e
+	}
+	if now.Sub(e.since) >= LeaseLength {
+		e.rate, e.seen, e.since = e.seen, 0, now
+	}
+	e.seen++
+	if !use || len(e.pos) == 0 || !now.Before(e.ends) {
+		return Result{}, false
+	}
+	p := e.pos[0]
+	e.pos = e.pos[1:]
+	return Result{Allowed: true, Limit: ls.limit, Remaining: max(ls.limit-1-int(p), 0), ResetAfter: e.windowEnd.Sub(now)}, true
+}
+
+// want is the lease size to ask for account: 0 while it holds one with
+// places, or sends this node too little for a lease to pay.
+func (ls *leases) want(account string, now time.Time) int {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	e := ls.m[account]
+	if e == nil || len(e.pos) > 0 && now.Before(e.ends) {
+		return 0
+	}
+	r := max(e.rate, e.seen)
+	if r < leaseMinRate {
+		return 0
+	}
+	return min(r, leaseMax)
+}
+
+// grant keeps the places a window call leased to account; sent is when the
+// call was sent, resetMS its answer's time until the window ends. Places of
+// an earlier lease not handed out yet are returned for refunding.
+func (ls *leases) grant(account string, start, windowMS int64, pos []int64, resetMS int64, sent time.Time) (back refund) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	e := ls.m[account]
+	if e == nil {
+		e = &lease{since: sent}
+		ls.m[account] = e
+	}
+	if len(e.pos) > 0 {
+		back = refund{account: account, start: e.start, windowMS: e.windowMS, pos: e.pos}
+	}
+	e.start, e.windowMS = start, windowMS
+	e.pos = append([]int64(nil), pos...)
+	e.windowEnd = sent.Add(time.Duration(resetMS) * time.Millisecond)
+	e.ends = sent.Add(LeaseLength)
+	if e.windowEnd.Before(e.ends) {
+		e.ends = e.windowEnd
+	}
+	return back
+}
+
+// refund is places to give back to one window.
+type refund struct {
+	account         string
+	start, windowMS int64
+	pos             []int64
+}
+
+// sweep takes the places of the leases that ended by now (all of them when
+// all is set), and forgets accounts idle for a while.
+func (ls *leases) sweep(now time.Time, all bool) []refund {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var out []refund
+	for a, e := range ls.m {
+		if len(e.pos) > 0 && (all || !now.Before(e.ends)) {
+			out = append(out, refund{account: a, start: e.start, windowMS: e.windowMS, pos: e.pos})
+			e.pos = nil
+		}
+		if len(e.pos) == 0 && now.Sub(e.since) > 10*LeaseLength {
+			delete(ls.m, a)
+		}
+	}
+	return out
+}
+
+// runLeases gives back the places of ended leases every leaseSweep, and
+// all of them when ctx ends.
+func (l *Limiter) runLeases(ctx context.Context) {
+	t := time.NewTicker(leaseSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			l.leaseOff.Store(true)
+			l.giveBack(l.leases.sweep(time.Now(), true))
+			return
+		case now := <-t.C:
+			l.giveBack(l.leases.sweep(now, false))
+		}
+	}
+}
+
+// giveBack refunds places in one pipeline with a budget of its own. A
+// failed refund leaves them taken until their window ends
+// (marketdata_ratelimit_refund_failures_total).
+func (l *Limiter) giveBack(rs []refund) {
+	if len(rs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
+	defer cancel()
+	p := l.rdb.Pipeline()
+	for _, r := range rs {
+		args := make([]any, 0, 2+len(r.pos))
+		args = append(args, r.start, r.windowMS)
+		for _, x := range r.pos {
+			args = append(args, x)
+		}
+		refundScript.Eval(ctx, p, []string{l.accountKey(r.account), l.holesKey(r.account)}, args...)
+	}
+	cmds, _ := p.Exec(ctx)
+	for _, c := range cmds {
+		if c.Err() != nil {
+			l.refundFailures.Add(1)
+		}
+	}
+}

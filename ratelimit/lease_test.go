@@ -1,0 +1,258 @@
+package ratelimit
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/internal/testenv"
+)
+
+// runLimiter starts l's leases and suspects until the test ends, and waits
+// until its suspects set is complete (subscribed and scanned).
+func runLimiter(t *testing.T, l *Limiter) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	awaitSure(t, l, true)
+}
+
+func awaitSure(t *testing.T, l *Limiter, want bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.suspects.sure.Load() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("suspects set complete = %v after 10 s, want %v", !want, want)
+		}
+		time.Sleep(5 * time.Millisecond) // the subscription runs on its own goroutine: no event to wait on
+	}
+}
+
+// TestLeasesExactAcrossNodes: two nodes with leases, hammered at once by
+// many callers, accept exactly the limit of one window, each accepted
+// request with its own RateLimit-Remaining (limit-1 … 0), and most of them
+// from leases, with no round trip.
+func TestLeasesExactAcrossNodes(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	exactAcrossNodes(t, rdb, prefix, 2000, 16, 2, 2*time.Second)
+}
+
+// exactAcrossNodes hammers two limiters with Run on rdb, callers at once,
+// until each caller is refused.
+func exactAcrossNodes(t *testing.T, rdb redis.UniversalClient, prefix string, limit, callers, n int, timeout time.Duration) {
+	t.Helper()
+	w := 20 * time.Second
+	cfg := Config{Limit: limit, Window: w, AuthFailLimit: 20, AuthFailWindow: time.Minute, Prefix: prefix, Timeout: timeout}
+	var nodes []*Limiter
+	for range n {
+		nodes = append(nodes, mustNewInternal(t, rdb, cfg))
+	}
+	for _, l := range nodes {
+		runLimiter(t, l)
+	}
+	roomInWindowOf(t, rdb, w, 10*time.Second)
+	var mu sync.Mutex
+	var remaining []int
+	refused := 0
+	var wg sync.WaitGroup
+	for g := range callers {
+		wg.Go(func() {
+			l := nodes[g%len(nodes)]
+			for {
+				a, err := l.Admit(context.Background(), "192.0.2.1", "acc")
+				if err != nil {
+					t.Errorf("Admit: %v", err)
+					return
+				}
+				mu.Lock()
+				if !a.Window.Allowed {
+					refused++
+					mu.Unlock()
+					return
+				}
+				remaining = append(remaining, a.Window.Remaining)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(remaining)
+	for i, r := range remaining {
+		if r != i {
+			t.Fatalf("accepted %d requests; RateLimit-Remaining %d at %d of the sorted list, want each of 0..%d once", len(remaining), r, i, limit-1)
+		}
+	}
+	if len(remaining) != limit || refused != callers {
+		t.Fatalf("accepted %d, refused %d; want %d and %d", len(remaining), refused, limit, callers)
+	}
+	var leased, trips uint64
+	for _, l := range nodes {
+		leased += l.leased.Load()
+		trips += l.trips.Load()
+	}
+	if leased < uint64(limit/2) {
+		t.Errorf("%d of %d admissions came from leases (%d round trips), want most", leased, limit, trips)
+	}
+	t.Logf("%d admissions: %d from leases, %d round trips", limit, leased, trips)
+}
+
+// roomInWindowOf is roomInWindow on any client.
+func roomInWindowOf(t *testing.T, rdb redis.UniversalClient, w, need time.Duration) {
+	t.Helper()
+	now, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, wms := now.UnixMilli(), w.Milliseconds()
+	if left := time.Duration(wms-ms%wms) * time.Millisecond; left < need {
+		time.Sleep(left + 5*time.Millisecond) // the window boundary itself is what the test waits for
+	}
+}
+
+// TestLeaseGivenBackBeforeRefusal: places one node leased and did not use
+// go back when its lease ends, and another node that ran out of places
+// meanwhile waits for them instead of refusing: together the nodes still
+// accept exactly the limit.
+func TestLeaseGivenBackBeforeRefusal(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	const limit = 100
+	w := 20 * time.Second
+	cfg := Config{Limit: limit, Window: w, AuthFailLimit: 20, AuthFailWindow: time.Minute, Prefix: prefix, Timeout: 2 * time.Second}
+	a, b := mustNewInternal(t, rdb, cfg), mustNewInternal(t, rdb, cfg)
+	runLimiter(t, a) // b decides every request in Redis
+	roomInWindow(t, rdb, w, 10*time.Second)
+	ctx := context.Background()
+	// Concurrent requests on a, until it holds a lease with places left.
+	accepted, granted := 0, false
+	for !granted && accepted < 160 {
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				if adm, err := a.Admit(ctx, "192.0.2.1", "acc"); err != nil || !adm.Window.Allowed {
+					t.Errorf("Admit on a: %+v, %v", adm, err)
+				}
+			})
+		}
+		wg.Wait()
+		accepted += 8
+		a.leases.mu.Lock()
+		granted = len(a.leases.m["acc"].pos) > 0
+		a.leases.mu.Unlock()
+	}
+	if !granted {
+		t.Fatalf("node a was granted no lease after %d requests", accepted)
+	}
+	for {
+		adm, err := b.Admit(ctx, "192.0.2.1", "acc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !adm.Window.Allowed {
+			break
+		}
+		accepted++
+	}
+	if accepted != limit {
+		t.Fatalf("accepted %d across the nodes, want exactly %d: the lease's unused places did not come back before the refusal", accepted, limit)
+	}
+	holes, err := rdb.ZCard(ctx, a.holesKey("acc")).Result()
+	if err != nil && err != redis.Nil {
+		t.Fatal(err)
+	}
+	if holes != 0 {
+		t.Errorf("%d places given back were never taken again", holes)
+	}
+}
+
+// TestSuspectsBlockAcrossNodes: an address whose failures another node
+// counts is checked by this one as soon as its first failure is published,
+// so the request after the one that reached the limit is blocked on every
+// node; an address that never failed is admitted from a lease with no
+// round trip; a lost subscription makes the node check every address until
+// it is back and has read the counters again.
+func TestSuspectsBlockAcrossNodes(t *testing.T) {
+	// CLIENT KILL below would cut other tests' subscriptions on a shared Redis.
+	rdb, _ := testenv.PrivateRedis(t)
+	prefix := "t:"
+	cfg := Config{Limit: 100000, Window: time.Minute, AuthFailLimit: 5, AuthFailWindow: time.Minute, Prefix: prefix, Timeout: 2 * time.Second}
+	a, b := mustNewInternal(t, rdb, cfg), mustNewInternal(t, rdb, cfg)
+	runLimiter(t, a)
+	runLimiter(t, b)
+	ctx := context.Background()
+	const bad, good = "198.51.100.7", "192.0.2.1"
+	for i := range cfg.AuthFailLimit {
+		blocked, _, err := a.FailOrBlocked(ctx, bad)
+		if err != nil || blocked {
+			t.Fatalf("failure %d: blocked %v, %v; want counted", i+1, blocked, err)
+		}
+	}
+	// b heard of the first failure (the publication comes before a's answer
+	// to the script; its reading is b's own goroutine).
+	deadline := time.Now().Add(5 * time.Second)
+	for b.suspects.clear(bad, time.Now()) {
+		if time.Now().After(deadline) {
+			t.Fatal("node b did not hear of the address's first failure within 5 s")
+		}
+		time.Sleep(time.Millisecond) // b's subscriber goroutine: no event to wait on
+	}
+	for range 20 {
+		adm, err := b.Admit(ctx, bad, "acc")
+		if err != nil || !adm.Blocked {
+			t.Fatalf("a good key from the blocked address on node b: %+v, %v; want blocked", adm, err)
+		}
+		if adm, err := b.Admit(ctx, good, "acc"); err != nil || adm.Blocked || !adm.Window.Allowed {
+			t.Fatalf("an address that never failed, on node b: %+v, %v; want admitted", adm, err)
+		}
+	}
+	if b.leased.Load() == 0 {
+		t.Error("no admission of the clean address came from a lease")
+	}
+
+	// A node whose subscription is lost checks every address until it is back.
+	if err := rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	awaitSure(t, b, false)
+	awaitSure(t, b, true)
+	if b.suspects.clear(bad, time.Now()) {
+		t.Error("after resubscribing, node b forgot the suspect address (its counter was not read again)")
+	}
+	if adm, err := b.Admit(ctx, bad, "acc"); err != nil || !adm.Blocked {
+		t.Fatalf("after resubscribing, the blocked address on node b: %+v, %v; want blocked", adm, err)
+	}
+}
+
+// TestParseSuspect: publications that are not "<ms> <address>" are ignored.
+func TestParseSuspect(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		addr string
+		ok   bool
+	}{
+		{"300000 192.0.2.1", "192.0.2.1", true},
+		{"5 2001:db8::1", "2001:db8::1", true},
+		{"0 192.0.2.1", "", false},
+		{"-5 192.0.2.1", "", false},
+		{"x 192.0.2.1", "", false},
+		{"300000", "", false},
+		{"300000 ", "", false},
+		{"", "", false},
+	} {
+		addr, _, ok := parseSuspect(c.in)
+		if ok != c.ok || addr != c.addr {
+			t.Errorf("parseSuspect(%q) = %q, %v; want %q, %v", c.in, addr, ok, c.addr, c.ok)
+		}
+	}
+}

@@ -1,0 +1,218 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Suspects: the failed-authentication block must hold on every node for the
+// request after the one that reached the limit, so a node cannot skip the
+// block check of an address another node may be counting failures of. But
+// it need not check every address: the first failure of an address's window
+// is published (failOrBlockedScript), and every node checks that address,
+// with its request's round trip, until the window ends. An address that
+// never failed costs no check. The set is complete only while the node is
+// subscribed and has read the failure counters that existed before it
+// subscribed; until then (at start, after a lost connection) every address
+// is checked, as if all were suspects.
+type suspects struct {
+	mu sync.RWMutex
+	m  map[string]time.Time // address → end of its failure window (node clock)
+	// sure: the set is complete (subscribed, and the counters read since).
+	sure atomic.Bool
+	// gen moves when the subscription is lost: a scan begun before does
+	// not make the set complete.
+	gen atomic.Uint64
+}
+
+func newSuspects() *suspects { return &suspects{m: map[string]time.Time{}} }
+
+// clear reports whether addr needs no block check at now.
+func (s *suspects) clear(addr string, now time.Time) bool {
+	if !s.sure.Load() {
+		return false
+	}
+	s.mu.RLock()
+	until, ok := s.m[addr]
+	s.mu.RUnlock()
+	return !ok || !now.Before(until)
+}
+
+// add makes addr a suspect until until.
+func (s *suspects) add(addr string, until time.Time) {
+	s.mu.Lock()
+	if until.After(s.m[addr]) {
+		s.m[addr] = until
+	}
+	s.mu.Unlock()
+}
+
+// forgetEnded drops the suspects whose window ended by now.
+func (s *suspects) forgetEnded(now time.Time) {
+	s.mu.Lock()
+	for a, until := range s.m {
+		if !now.Before(until) {
+			delete(s.m, a)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// lost says the set may miss publications from now on.
+func (s *suspects) lost() {
+	s.gen.Add(1)
+	s.sure.Store(false)
+}
+
+func (l *Limiter) suspectsChannel() string { return l.cfg.Prefix + "af:first-failures" }
+
+// parseSuspect reads a publication "<ms left> <address>".
+func parseSuspect(payload string) (addr string, left time.Duration, ok bool) {
+	ms, addr, found := strings.Cut(payload, " ")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !found || err != nil || n <= 0 || addr == "" {
+		return "", 0, false
+	}
+	return addr, time.Duration(n) * time.Millisecond, true
+}
+
+// suspectsPing: with nothing published for this long, the subscription is
+// pinged; a ping not answered within as long again means it is lost.
+const suspectsPing = 5 * time.Second
+
+// watchSuspects follows the publications of first failures until ctx ends.
+func (l *Limiter) watchSuspects(ctx context.Context) {
+	for ctx.Err() == nil {
+		l.followSuspects(ctx)
+		l.suspects.lost()
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// followSuspects runs one subscription until it is lost or ctx ends.
+func (l *Limiter) followSuspects(ctx context.Context) {
+	ps := l.rdb.Subscribe(ctx, l.suspectsChannel())
+	defer ps.Close()
+	pinged := false
+	lastSweep := time.Now()
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, suspectsPing)
+		if now := time.Now(); now.Sub(lastSweep) > time.Minute {
+			l.suspects.forgetEnded(now)
+			lastSweep = now
+		}
+		var ne net.Error
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.As(err, &ne) && ne.Timeout():
+			if pinged {
+				return // the connection is gone without an error
+			}
+			if ps.Ping(ctx) != nil {
+				return
+			}
+			pinged = true
+			continue
+		case err != nil:
+			return // go-redis reconnects on the next Receive; the set may have missed some meanwhile
+		}
+		pinged = false
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				// (Re)subscribed: publications from now on arrive; read the
+				// counters that exist, then the set is complete.
+				l.suspects.lost()
+				go l.scanSuspects(ctx, l.suspects.gen.Load())
+			}
+		case *redis.Message:
+			if addr, left, ok := parseSuspect(m.Payload); ok {
+				l.suspects.add(addr, time.Now().Add(left))
+			}
+		}
+	}
+}
+
+// scanSuspects reads every address's failure counter into the set and
+// then, unless the subscription was lost meanwhile (gen moved), makes the
+// set complete. It retries until it succeeds or is outdated.
+func (l *Limiter) scanSuspects(ctx context.Context, gen uint64) {
+	for ctx.Err() == nil && l.suspects.gen.Load() == gen {
+		if err := l.readSuspects(ctx); err == nil {
+			if l.suspects.gen.Load() == gen {
+				l.suspects.sure.Store(true)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// readSuspects adds every address with a failure counter, on every master.
+func (l *Limiter) readSuspects(ctx context.Context) error {
+	prefix := l.cfg.Prefix + "{af:"
+	match := escapeGlob(prefix) + "*}"
+	scan := func(ctx context.Context, c redis.UniversalClient) error {
+		iter := c.Scan(ctx, 0, match, 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		for len(keys) > 0 {
+			chunk := keys[:min(len(keys), 500)]
+			keys = keys[len(chunk):]
+			p := c.Pipeline()
+			cmds := make([]*redis.DurationCmd, len(chunk))
+			for i, k := range chunk {
+				cmds[i] = p.PTTL(ctx, k)
+			}
+			if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+				return err
+			}
+			now := time.Now()
+			for i, k := range chunk {
+				if ttl := cmds[i].Val(); ttl > 0 && strings.HasPrefix(k, prefix) {
+					l.suspects.add(k[len(prefix):len(k)-1], now.Add(ttl))
+				}
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if cc, ok := l.rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	}
+	return scan(ctx, l.rdb)
+}
+
+// escapeGlob escapes the characters SCAN's MATCH treats specially.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
