@@ -18,7 +18,17 @@ func (s *Server) getEvent(c *fiber.Ctx) error {
 	if !store.ValidID(id) {
 		return fail(KindNotFound, "no event has this id")
 	}
-	ev, err := s.reader.Event(c.UserContext(), id)
+	// Node memory answers without a round trip unless the client sent a
+	// tag it does not hold: then Event's round trip makes sure this node is
+	// not behind the one that gave the tag (contract §2, order).
+	ev, held := s.reader.EventHeld(id)
+	if inm := c.Get(fiber.HeaderIfNoneMatch); held && inm != "" && (ev.Body == nil || !etagMatches(inm, bodyTag(ev.Body))) {
+		held = false
+	}
+	var err error
+	if !held {
+		ev, err = s.reader.Event(c.UserContext(), id)
+	}
 	switch {
 	case err != nil:
 		return readFailed(err)

@@ -52,11 +52,7 @@ func notModified(c *fiber.Ctx, body []byte) bool { return notModifiedAt(c, body,
 // none is named).
 func notModifiedAt(c *fiber.Ctx, body []byte, pos int64) bool {
 	var tag [40]byte
-	etag := strconv.AppendUint(append(tag[:0], '"'), xxhash.Sum64(body), 36)
-	if pos > 0 {
-		etag = strconv.AppendInt(append(etag, '-'), pos, 10)
-	}
-	etag = append(etag, '"')
+	etag := appendTag(tag[:0], body, pos)
 	h := &c.Response().Header
 	h.SetBytesV(fiber.HeaderETag, etag)
 	h.Set(fiber.HeaderCacheControl, "no-cache")
@@ -65,6 +61,21 @@ func notModifiedAt(c *fiber.Ctx, body []byte, pos int64) bool {
 	}
 	h.SetContentType(fiber.MIMEApplicationJSON)
 	return false
+}
+
+// appendTag appends the ETag of body at pos (0: none named), quotes included.
+func appendTag(dst, body []byte, pos int64) []byte {
+	dst = strconv.AppendUint(append(dst, '"'), xxhash.Sum64(body), 36)
+	if pos > 0 {
+		dst = strconv.AppendInt(append(dst, '-'), pos, 10)
+	}
+	return append(dst, '"')
+}
+
+// bodyTag is the ETag send gives body.
+func bodyTag(body []byte) string {
+	var tag [40]byte
+	return string(appendTag(tag[:0], body, 0))
 }
 
 // seenPosition is the highest position named by the tags of an

@@ -18,6 +18,24 @@ type EventItem struct {
 	MergedInto string
 }
 
+// EventHeld returns the event read of id from node memory, with no round
+// trip, while the node follows the change notices whole (the price replica
+// is ready and no notice is late): memory then misses at most the writes
+// whose notices are on their way, and a lost one drops it within the
+// notice wait (appliedSeqs), as it does the replica. It does not promise
+// order across nodes; Event's round trip does (the caller serves a client
+// that sent an ETag this item does not match through Event).
+func (r *Reader) EventHeld(id string) (EventItem, bool) {
+	if r.rep == nil || !r.rep.ready.Load() || r.rep.lateMin.Load() != 0 || r.feedDown.Load() {
+		return EventItem{}, false
+	}
+	it, ok := r.events.get(id)
+	if ok {
+		r.count(resEvent, layerMemory, 1)
+	}
+	return it, ok
+}
+
 // Event returns the event read of id.
 func (r *Reader) Event(ctx context.Context, id string) (EventItem, error) {
 	epoch := r.g.now()
