@@ -175,8 +175,29 @@ func eventTitle(t *testing.T, a answer) string {
 	return e.Title
 }
 
+// pageTitle is the title of event id in an /events page (or "").
+func pageTitle(t *testing.T, a answer, id string) string {
+	t.Helper()
+	var p struct {
+		Data []struct {
+			ID    string `json:"universal_id"`
+			Title string `json:"title"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(a.body, &p); err != nil {
+		t.Fatalf("page %d %s: %v", a.status, a.body, err)
+	}
+	for _, e := range p.Data {
+		if e.ID == id {
+			return e.Title
+		}
+	}
+	return ""
+}
+
 // TestEventOrderAcrossNodes is TestSnapshotOrderAcrossNodes for the event
-// read, which node memory answers with no round trip (cache.EventHeld): a
+// read and the /events page, which node memory answers with no round trip
+// (cache.EventHeld, PageHeld): a
 // client that sends back the ETag of a newer event than B's memory holds is
 // never shown the older one; without the tag, B may show it, and shows the
 // newest within 2 s. A client whose tag B's memory holds gets 304 from it.
@@ -188,6 +209,7 @@ func TestEventOrderAcrossNodes(t *testing.T) {
 	rtFixture(t, w)
 	w.settle(t, secret, a, b)
 	const path = "/public/v1/events/E-main"
+	const page = "/public/v1/events?limit=100"
 	const snap = "/public/v1/prices/snapshot?ids=M-a"
 	publish := func(v int) string {
 		title := fmt.Sprintf("ELECTION night, take %d", v)
@@ -207,6 +229,7 @@ func TestEventOrderAcrossNodes(t *testing.T) {
 		// its memory holds the event: B answers it with no round trip.
 		servedFromReplica(t, b, snap, secret)
 		b.memoryServes(t, path, secret, "event")
+		b.memoryServes(t, page, secret, "page")
 		title := publish(v)
 		var seen answer
 		for deadline := time.Now().Add(5 * time.Second); ; {
@@ -227,6 +250,26 @@ func TestEventOrderAcrossNodes(t *testing.T) {
 			}
 		default:
 			t.Fatalf("node B with A's ETag: %d %s", got.status, got.body)
+		}
+		// The same for the page A shows the new title in.
+		var seenPage answer
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			if seenPage = a.get(t, page, secret); pageTitle(t, seenPage, "E-main") == title {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node A's page does not show %q after 5s", title)
+			}
+			time.Sleep(2 * time.Millisecond) // polling for the notice
+		}
+		switch got := b.get(t, page, secret, "If-None-Match", seenPage.header.Get("ETag")); got.status {
+		case http.StatusNotModified:
+		case http.StatusOK:
+			if gt := pageTitle(t, got, "E-main"); gt != title {
+				t.Fatalf("node B's page with A's ETag shows %q, older than the %q the client saw", gt, title)
+			}
+		default:
+			t.Fatalf("node B's page with A's ETag: %d %s", got.status, got.body)
 		}
 		if eventTitle(t, b.get(t, path, secret)) != title {
 			behind++ // allowed without the tag: B's memory has not caught up

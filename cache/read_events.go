@@ -26,7 +26,7 @@ type EventItem struct {
 // order across nodes; Event's round trip does (the caller serves a client
 // that sent an ETag this item does not match through Event).
 func (r *Reader) EventHeld(id string) (EventItem, bool) {
-	if r.rep == nil || !r.rep.ready.Load() || r.rep.lateMin.Load() != 0 || r.feedDown.Load() {
+	if !r.followsWhole() {
 		return EventItem{}, false
 	}
 	it, ok := r.events.get(id)
@@ -34,6 +34,13 @@ func (r *Reader) EventHeld(id string) (EventItem, bool) {
 		r.count(resEvent, layerMemory, 1)
 	}
 	return it, ok
+}
+
+// followsWhole reports whether node memory may answer with no round trip:
+// the node follows the change notices whole (the price replica is ready:
+// loaded, Redis answering, the feed up) and no notice is late.
+func (r *Reader) followsWhole() bool {
+	return r.rep != nil && r.rep.ready.Load() && r.rep.lateMin.Load() == 0 && !r.feedDown.Load()
 }
 
 // Event returns the event read of id.

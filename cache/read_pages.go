@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -20,6 +21,41 @@ import (
 type Page struct {
 	IDs       []string
 	Summaries [][]byte
+	// memo holds answers rendered from a page node memory holds (Rendered).
+	memo *pageMemo
+}
+
+// pageMemo is the answers rendered from one held page, by the caller's key.
+type pageMemo struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+// maxPageMemos bounds the answers kept per held page (a page's answers
+// differ by account: the next cursor is bound to it).
+const maxPageMemos = 64
+
+// Rendered returns the answer render makes of the page, made once per key
+// while node memory holds the page (and every time for a page it does
+// not). The answer is shared: never change it.
+func (pg Page) Rendered(key string, render func() []byte) []byte {
+	if pg.memo == nil {
+		return render()
+	}
+	pg.memo.mu.Lock()
+	b, ok := pg.memo.m[key]
+	pg.memo.mu.Unlock()
+	if ok {
+		return b
+	}
+	b = render()
+	pg.memo.mu.Lock()
+	if len(pg.memo.m) >= maxPageMemos {
+		clear(pg.memo.m)
+	}
+	pg.memo.m[key] = b
+	pg.memo.mu.Unlock()
+	return b
 }
 
 // pageKey is one read of the listing: a set, the id the page starts above
@@ -61,6 +97,20 @@ type PageRead struct {
 	cmd      *redis.Cmd
 	tr       *trip
 	beginErr error
+}
+
+// PageHeld returns the page from node memory, with no round trip, while
+// the node follows the change notices whole (see EventHeld, and its word
+// on order).
+func (r *Reader) PageHeld(f store.ListFilter, after string, count int) (Page, bool) {
+	if !r.followsWhole() {
+		return Page{}, false
+	}
+	pg, ok := r.pages.get(pageKey{set: ListSet(f), after: after, count: count})
+	if ok {
+		r.count(resPage, layerMemory, 1)
+	}
+	return pg, ok
 }
 
 // BeginPage starts Page: it looks the page up in node memory and queues
@@ -121,6 +171,7 @@ func (p *PageRead) Finish(ctx context.Context) (Page, error) {
 		if err == nil {
 			pg := Page{IDs: ids, Summaries: sums}
 			if v.keep {
+				pg.memo = &pageMemo{m: map[string][]byte{}}
 				k.after = strings.Clone(after)
 				r.pages.put(k, pg, epoch)
 			}
