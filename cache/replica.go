@@ -57,7 +57,7 @@ const replicaShards = 64
 
 type replicaShard struct {
 	mu sync.RWMutex
-	m  map[string]replicaItem
+	st replicaStore
 }
 
 // replicaItem is one market's price item as Redis holds it.
@@ -68,26 +68,29 @@ type replicaItem struct {
 }
 
 // replicaItemOverhead approximates what an item costs besides its id and
-// body (the map's slot, the struct): for the bytes gauge only.
-const replicaItemOverhead = 80
+// body (its index entry): for the bytes gauge only.
+const replicaItemOverhead = 48
 
 func newReplica() *replica {
 	rp := &replica{seed: maphash.MakeSeed(), late: map[int64]time.Time{}}
 	for i := range rp.shards {
-		rp.shards[i].m = map[string]replicaItem{}
+		rp.shards[i].st = newReplicaStore()
 	}
 	return rp
 }
 
-func (rp *replica) shard(id string) *replicaShard {
-	return &rp.shards[maphash.String(rp.seed, id)%replicaShards]
+// shard returns id's shard and hash.
+func (rp *replica) shard(id string) (*replicaShard, uint64) {
+	h := maphash.String(rp.seed, id)
+	return &rp.shards[h%replicaShards], h
 }
 
-// get returns the item of id, if the replica holds one.
+// get returns the item of id, if the replica holds one. Its body is
+// shared: read it, never change it.
 func (rp *replica) get(id string) (replicaItem, bool) {
-	s := rp.shard(id)
+	s, h := rp.shard(id)
 	s.mu.RLock()
-	it, ok := s.m[id]
+	it, ok := s.st.get(h, id)
 	s.mu.RUnlock()
 	return it, ok
 }
@@ -95,17 +98,14 @@ func (rp *replica) get(id string) (replicaItem, bool) {
 // put stores it for id unless the replica holds the same or a higher
 // revision, and reports whether it stored it.
 func (rp *replica) put(id string, it replicaItem) bool {
-	s := rp.shard(id)
+	s, h := rp.shard(id)
 	s.mu.Lock()
-	cur, ok := s.m[id]
+	cur, ok := s.st.get(h, id)
 	if ok && cur.gen >= it.gen {
 		s.mu.Unlock()
 		return false
 	}
-	if !ok {
-		id = strings.Clone(id)
-	}
-	s.m[id] = it
+	s.st.put(h, id, it)
 	s.mu.Unlock()
 	if ok {
 		rp.bytes.Add(int64(len(it.body) - len(cur.body)))
@@ -119,10 +119,9 @@ func (rp *replica) put(id string, it replicaItem) bool {
 // remove drops the items of ids.
 func (rp *replica) remove(ids []string) {
 	for _, id := range ids {
-		s := rp.shard(id)
+		s, h := rp.shard(id)
 		s.mu.Lock()
-		cur, ok := s.m[id]
-		delete(s.m, id)
+		cur, ok := s.st.remove(h, id)
 		s.mu.Unlock()
 		if ok {
 			rp.items.Add(-1)
@@ -136,7 +135,7 @@ func (rp *replica) clear() {
 	for i := range rp.shards {
 		s := &rp.shards[i]
 		s.mu.Lock()
-		s.m = map[string]replicaItem{}
+		s.st = newReplicaStore()
 		s.mu.Unlock()
 	}
 	rp.items.Store(0)
