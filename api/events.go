@@ -70,13 +70,13 @@ func (s *Server) listEvents(c *fiber.Ctx) error {
 			if err := s.admit(c); err != nil {
 				return err
 			}
-			body := pg.Rendered(cred.Account.ID+"\x00"+binding.filters+"\x00"+strconv.Itoa(q.limit), func() []byte {
+			r := pg.Rendered(cred.Account.ID+"\x00"+binding.filters+"\x00"+strconv.Itoa(q.limit), func() cache.Rendered {
 				var b bytes.Buffer
 				s.writePage(bufferBody{&b}, pg, q.limit, binding)
-				return b.Bytes()
+				return cache.Rendered{Body: b.Bytes(), Tag: bodyTag(b.Bytes())}
 			})
-			if inm := c.Get(fiber.HeaderIfNoneMatch); inm == "" || etagMatches(inm, bodyTag(body)) {
-				return send(c, body)
+			if inm := c.Get(fiber.HeaderIfNoneMatch); inm == "" || etagMatches(inm, r.Tag) {
+				return sendTagged(c, r.Body, r.Tag)
 			}
 			read := s.reader.BeginPage(ctx, q.filter, after, q.limit+1)
 			return s.sendPage(c, read, q.limit, binding)

@@ -21,6 +21,18 @@ func send(c *fiber.Ctx, body []byte) error {
 	return c.Send(body)
 }
 
+// sendTagged is send for a body whose tag (bodyTag) the caller kept.
+func sendTagged(c *fiber.Ctx, body []byte, tag string) error {
+	h := &c.Response().Header
+	h.Set(fiber.HeaderETag, tag)
+	h.Set(fiber.HeaderCacheControl, "no-cache")
+	if inm := c.Get(fiber.HeaderIfNoneMatch); inm != "" && etagMatches(inm, tag) {
+		return c.SendStatus(fiber.StatusNotModified)
+	}
+	h.SetContentType(fiber.MIMEApplicationJSON)
+	return c.Send(body)
+}
+
 // sendWritten is send for a body already written into the response.
 func sendWritten(c *fiber.Ctx) error {
 	if notModified(c, c.Response().Body()) {

@@ -21,16 +21,16 @@ func TestSearchAnswerMemo(t *testing.T) {
 		renders++
 		return listBody(items)
 	}
-	first := x.answer("rain", 20, render)
-	again := x.answer("rain", 20, render)
-	if renders != 1 || string(first) != string(again) {
-		t.Fatalf("repeated query: %d renders, want 1", renders)
+	first, tag := x.answer("rain", 20, render)
+	again, againTag := x.answer("rain", 20, render)
+	if renders != 1 || string(first) != string(again) || tag != bodyTag(first) || againTag != tag {
+		t.Fatalf("repeated query: %d renders, tags %s %s; want 1 render and the body's tag twice", renders, tag, againTag)
 	}
 	src.put("e2", "Rain in Spain", 99)
 	if err := x.Update(ctx, []string{"e2"}); err != nil {
 		t.Fatal(err)
 	}
-	after := x.answer("rain", 20, render)
+	after, _ := x.answer("rain", 20, render)
 	if renders != 2 || !strings.Contains(string(after), `"e2"`) {
 		t.Errorf("after an update: %d renders, answer %s; want a fresh answer holding e2", renders, after)
 	}

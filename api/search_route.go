@@ -14,5 +14,6 @@ func (s *Server) searchEvents(c *fiber.Ctx) error {
 	if !s.search.Ready() {
 		return &Error{Kind: KindUnavailable, Message: "search is loading; try again"}
 	}
-	return send(c, s.search.answer(q, limit, listBody))
+	body, tag := s.search.answer(q, limit, listBody)
+	return sendTagged(c, body, tag)
 }

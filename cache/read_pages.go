@@ -28,7 +28,13 @@ type Page struct {
 // pageMemo is the answers rendered from one held page, by the caller's key.
 type pageMemo struct {
 	mu sync.Mutex
-	m  map[string][]byte
+	m  map[string]Rendered
+}
+
+// Rendered is an answer made from a page, and the tag the caller gives it.
+type Rendered struct {
+	Body []byte
+	Tag  string
 }
 
 // maxPageMemos bounds the answers kept per held page (a page's answers
@@ -38,24 +44,24 @@ const maxPageMemos = 64
 // Rendered returns the answer render makes of the page, made once per key
 // while node memory holds the page (and every time for a page it does
 // not). The answer is shared: never change it.
-func (pg Page) Rendered(key string, render func() []byte) []byte {
+func (pg Page) Rendered(key string, render func() Rendered) Rendered {
 	if pg.memo == nil {
 		return render()
 	}
 	pg.memo.mu.Lock()
-	b, ok := pg.memo.m[key]
+	r, ok := pg.memo.m[key]
 	pg.memo.mu.Unlock()
 	if ok {
-		return b
+		return r
 	}
-	b = render()
+	r = render()
 	pg.memo.mu.Lock()
 	if len(pg.memo.m) >= maxPageMemos {
 		clear(pg.memo.m)
 	}
-	pg.memo.m[key] = b
+	pg.memo.m[key] = r
 	pg.memo.mu.Unlock()
-	return b
+	return r
 }
 
 // pageKey is one read of the listing: a set, the id the page starts above
@@ -171,7 +177,7 @@ func (p *PageRead) Finish(ctx context.Context) (Page, error) {
 		if err == nil {
 			pg := Page{IDs: ids, Summaries: sums}
 			if v.keep {
-				pg.memo = &pageMemo{m: map[string][]byte{}}
+				pg.memo = &pageMemo{m: map[string]Rendered{}}
 				k.after = strings.Clone(after)
 				r.pages.put(k, pg, epoch)
 			}
