@@ -66,8 +66,7 @@ type PricesRead struct {
 // once it has applied every notice up to pos (waiting up to OrderWait for
 // it); otherwise the read goes to Redis, which is never behind any node.
 func (r *Reader) BeginPrices(ctx context.Context, ids []string, pos int64) *PricesRead {
-	p := &PricesRead{r: r, ids: ids, items: make([]PriceItem, len(ids)), epoch: r.g.now(),
-		cmds: make([]*redis.SliceCmd, len(ids))}
+	p := &PricesRead{r: r, ids: ids, items: make([]PriceItem, len(ids)), epoch: r.g.now()}
 	rep := r.replicaFor(ctx, pos)
 	replicated := 0
 	for i, id := range ids {
@@ -96,6 +95,7 @@ func (r *Reader) BeginPrices(ctx context.Context, ids []string, pos int64) *Pric
 	}
 	r.count(resPrices, layerReplica, replicated)
 	if len(p.held)+len(p.miss) > 0 {
+		p.cmds = make([]*redis.SliceCmd, len(ids)) // what the replica answered needs none
 		p.tr, p.beginErr = r.trips.begin(ctx, p.queue(p.miss))
 	}
 	return p
