@@ -126,10 +126,13 @@ func (s *replicaStore) remove(h uint64, id string) (replicaItem, bool) {
 }
 
 // maybeCompact copies the live items into new chunks once the dead bytes
-// outweigh them (and a chunk's worth): the old chunks go to the GC when the
-// last reader of a body in them is done.
+// reach a quarter of them (and a chunk's worth): the old chunks go to the
+// GC when the last reader of a body in them is done. A shard of 250,000
+// markets / 64 holds about 1.5 MB; at 5,000 updates a second it compacts
+// about every 12 s, a copy of 1.5 MB, and holds at most a quarter more
+// than its live bytes.
 func (s *replicaStore) maybeCompact() {
-	if s.dead < replicaChunk || s.dead < s.live {
+	if s.dead < replicaChunk || s.dead < s.live/4 {
 		return
 	}
 	old := *s
