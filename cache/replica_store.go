@@ -31,6 +31,9 @@ type replicaSlot struct {
 	bodyLen  uint32
 	idLen    uint16
 	served   bool
+	// noBody: the item had a nil body (a market with no price yet), which
+	// readers tell from an empty one (PriceItem.Shown).
+	noBody bool
 }
 
 // replicaChunk is the size of the chunks items are appended to; an item
@@ -50,9 +53,13 @@ func (s *replicaStore) idOf(sl replicaSlot) []byte {
 // item is what a slot holds.
 func (s *replicaStore) item(sl replicaSlot) replicaItem {
 	c := s.chunks[sl.chunk]
-	from := sl.off + uint32(sl.idLen)
-	to := from + sl.bodyLen
-	return replicaItem{gen: sl.gen, seq: sl.seq, served: sl.served, body: c[from:to:to]}
+	it := replicaItem{gen: sl.gen, seq: sl.seq, served: sl.served}
+	if !sl.noBody {
+		from := sl.off + uint32(sl.idLen)
+		to := from + sl.bodyLen
+		it.body = c[from:to:to]
+	}
+	return it
 }
 
 // get returns the item of id, whose hash is h.
@@ -75,7 +82,11 @@ func (s *replicaStore) put(h uint64, id string, it replicaItem) (old replicaItem
 	if ok && string(s.idOf(sl)) != id {
 		// Another id has this hash: this one lives in other.
 		old, had = s.other[id]
-		s.other[id] = replicaItem{gen: it.gen, seq: it.seq, served: it.served, body: append([]byte(nil), it.body...)}
+		o := replicaItem{gen: it.gen, seq: it.seq, served: it.served}
+		if it.body != nil {
+			o.body = append([]byte{}, it.body...)
+		}
+		s.other[id] = o
 		return old, had
 	}
 	if ok {
@@ -107,7 +118,7 @@ func (s *replicaStore) write(id string, it replicaItem) replicaSlot {
 	s.chunks[last] = c
 	s.live += n
 	return replicaSlot{gen: it.gen, seq: it.seq, served: it.served, chunk: uint32(last), off: uint32(off),
-		idLen: uint16(len(id)), bodyLen: uint32(len(it.body))}
+		idLen: uint16(len(id)), bodyLen: uint32(len(it.body)), noBody: it.body == nil}
 }
 
 // remove drops the item of id (hash h) and returns it.
