@@ -28,7 +28,7 @@ func TestEdgeConnReadAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newEdgeConn(raw, 10*time.Second, time.Minute, func() {})
-	defer c.Close()
+	defer c.Close() //nolint:errcheck // the test is over
 
 	first := bytes.Repeat([]byte("GET /public/v1/key HTTP/1.1\r\nHost: x\r\n\r\n"), 3) // pipelined
 	if _, err := client.Write(first); err != nil {

@@ -103,7 +103,7 @@ func (l *Limiter) watchSuspects(ctx context.Context) {
 // followSuspects runs one subscription until it is lost or ctx ends.
 func (l *Limiter) followSuspects(ctx context.Context) {
 	ps := l.rdb.Subscribe(ctx, l.suspectsChannel())
-	defer ps.Close()
+	defer ps.Close() //nolint:errcheck // a lost subscription is what ends the loop; nothing to do with its close error
 	pinged := false
 	lastSweep := time.Now()
 	for {
