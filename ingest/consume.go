@@ -17,6 +17,11 @@ import (
 func (w *Worker) Run(ctx context.Context) error {
 	cons, err := w.setup(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped while the streams were not set up yet (NATS slow or
+			// down): a stop like any other, not a failure.
+			return nil
+		}
 		return err
 	}
 	iter, err := cons.Messages(jetstream.PullMaxMessages(2 * w.cfg.BatchSize))
