@@ -36,7 +36,9 @@ type StreamSlots interface {
 // write buffer.
 func (s *Server) newUpgrader() *websocket.Upgrader {
 	return &websocket.Upgrader{
-		ReadBufferSize:  512,
+		// 0: the connection reads through the reader hijacked gives it
+		// (streamReadBuffer bytes), which the input wait looks into.
+		ReadBufferSize:  0,
 		WriteBufferSize: 4096,
 		WriteBufferPool: &sync.Pool{},
 		CheckOrigin:     func(*http.Request) bool { return true },
@@ -48,18 +50,25 @@ func (s *Server) newUpgrader() *websocket.Upgrader {
 	}
 }
 
+// streamReadBuffer is a stream's read buffer: commands are rare and short
+// (the upgrader uses a reader bigger than 256 bytes as it is).
+const streamReadBuffer = 512
+
 // hijacked is a stream's connection as the net/http upgrader wants it:
-// the upgrader writes the 101 answer on it itself.
+// the upgrader writes the 101 answer on it itself, and reads the
+// connection through br.
 type hijacked struct {
-	c net.Conn
-	h http.Header
+	c  net.Conn
+	h  http.Header
+	br *bufio.Reader
 }
 
 func (w *hijacked) Header() http.Header         { return w.h }
 func (w *hijacked) Write(b []byte) (int, error) { return w.c.Write(b) }
 func (w *hijacked) WriteHeader(int)             {}
 func (w *hijacked) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return w.c, bufio.NewReadWriter(bufio.NewReaderSize(w.c, 16), bufio.NewWriterSize(w.c, 16)), nil
+	w.br = bufio.NewReaderSize(w.c, streamReadBuffer)
+	return w.c, bufio.NewReadWriter(w.br, bufio.NewWriterSize(w.c, 16)), nil
 }
 
 // handshake is what the upgrade needs of the request and of the front
@@ -122,6 +131,8 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		AccountID: cred.Account.ID,
 		KeyID:     cred.Key.ID,
 		KeyHash:   s.hasher.Hash(nil, secret),
+		// A key that expires while its stream is open closes it (4401).
+		ExpiresAt: cred.Key.ExpiresAt,
 	}
 	ok, retry, err := s.slots.Open(c.UserContext(), info.AccountID, info.ID)
 	if err != nil {
@@ -130,7 +141,6 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	if !ok {
 		return &Error{Kind: KindRateLimited, Message: "the account has as many streams open as it may: close one first", RetryAfter: retry}
 	}
-	expires := cred.Key.ExpiresAt
 	keyGen, _ := c.Locals(localKeyGen).(uint64)
 	release := s.slotReleaser(info)
 	hooked := onConnClose(fctx.Conn(), release)
@@ -148,7 +158,8 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		if u, ok := hc.(interface{ UnsafeConn() net.Conn }); ok {
 			nc = u.UnsafeConn()
 		}
-		ws, err := s.upgrader.Upgrade(&hijacked{c: nc, h: http.Header{}}, req, answer)
+		hj := &hijacked{c: nc, h: http.Header{}}
+		ws, err := s.upgrader.Upgrade(hj, req, answer)
 		if err != nil {
 			nc.Close() // refused
 			if !hooked {
@@ -156,14 +167,14 @@ func (s *Server) stream(c *fiber.Ctx) error {
 			}
 			return
 		}
-		go s.serveStream(ws, nc, info, release, hooked, expires, keyGen)
+		go s.serveStream(ws, nc, hj.br, info, release, hooked, keyGen)
 	})
 	return nil
 }
 
 // serveStream runs an upgraded stream until it ends, then closes its
 // connection (which gives the slot back when the connection is hooked).
-func (s *Server) serveStream(ws *websocket.Conn, nc net.Conn, info stream.Info, release func(), hooked bool, expires time.Time, keyGen uint64) {
+func (s *Server) serveStream(ws *websocket.Conn, nc net.Conn, br *bufio.Reader, info stream.Info, release func(), hooked bool, keyGen uint64) {
 	defer nc.Close() // the stream is over
 	if !hooked {
 		defer release()
@@ -179,11 +190,7 @@ func (s *Server) serveStream(ws *websocket.Conn, nc net.Conn, info stream.Info, 
 	if s.keys.gen.Load() != keyGen {
 		s.recheckStreams("", info.KeyID)
 	}
-	// A key that expires while its stream is open closes it (4401).
-	expiry := time.AfterFunc(time.Until(expires), func() {
-		conn.Close(stream.CloseRevoked, "the API key expired")
-	})
-	defer expiry.Stop()
+	conn.SetInputWait(inputWait(nc, br))
 	conn.Serve(s.streamCtx)
 }
 

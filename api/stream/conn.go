@@ -22,6 +22,9 @@ type Info struct {
 	KeyID     string
 	// KeyHash is the keyed hash of the key's secret (never the secret).
 	KeyHash []byte
+	// ExpiresAt is when the key expires: the stream is closed then
+	// (4401, by the hub's sweep). Zero: never.
+	ExpiresAt time.Time
 }
 
 // Conn is one stream. Its reader is Serve's goroutine; its writer is a
@@ -86,6 +89,11 @@ type Conn struct {
 	// StallAfter is the wait for one message, not for a batch.
 	slow bool
 	sent []sentMsg
+	// expires is Info.ExpiresAt (unix ns; 0: never), for the sweep.
+	expires int64
+	// awaitInput, when set, waits until the client's next bytes can be
+	// read, without reading them (SetInputWait).
+	awaitInput func() error
 }
 
 // sub is one subscribed market of one connection. The hub's topic holds
@@ -129,7 +137,22 @@ func newConn(h *Hub, ws *websocket.Conn, info Info, onEnd func()) *Conn {
 	c := &Conn{hub: h, ws: ws, nc: ws.NetConn(), Info: info, subs: map[string]*sub{}, onEnd: onEnd,
 		room: make(chan struct{}, 1), quit: make(chan struct{})}
 	c.nextPing.Store(time.Now().Add(h.cfg.PingEvery).UnixNano())
+	if !info.ExpiresAt.IsZero() {
+		c.expires = info.ExpiresAt.UnixNano()
+	}
 	return c
+}
+
+// SetInputWait gives Serve a way to wait for the client's next bytes
+// without reading them: it returns once a read would not block (data, the
+// end of the stream, an error or a passed deadline), with bytes already
+// buffered counted. Then the goroutine that waits for a command through
+// an idle connection's life stays shallow, and its stack small (2 KiB,
+// against 8 KiB when it waits inside the WebSocket library's read, whose
+// calls, with a command's handling, grow it): the message is read and
+// handled on a goroutine of its own (Serve). Call it before Serve.
+func (c *Conn) SetInputWait(fn func() error) {
+	c.awaitInput = fn
 }
 
 // Serve reads the client's commands until the connection ends; it returns
@@ -160,12 +183,29 @@ func (c *Conn) Serve(ctx context.Context) {
 		if !c.waitRoom() {
 			return
 		}
-		_, data, err := ws.ReadMessage()
-		if err != nil {
+		if c.awaitInput != nil {
+			// An error (a passed deadline, a cut) shows on the read too.
+			c.awaitInput() //nolint:errcheck // as said
+		}
+		// The read and the command's handling run on a goroutine of their
+		// own, whose stack is gone when it ends; this one only waits.
+		done := make(chan bool, 1)
+		go func() { done <- c.readOne(ctx) }()
+		if !<-done {
 			return
 		}
-		c.handle(ctx, data)
 	}
+}
+
+// readOne reads one message and handles it; false: the connection ended.
+// (Control frames, pings and pongs, are handled inside the read.)
+func (c *Conn) readOne(ctx context.Context) bool {
+	_, data, err := c.ws.ReadMessage()
+	if err != nil {
+		return false
+	}
+	c.handle(ctx, data)
+	return true
 }
 
 // The bound on acks and errors waiting for a client that does not read.
@@ -369,6 +409,10 @@ func (c *Conn) Close(code int, reason string) {
 // sweep runs every sweepEvery: a ping when due, and the 4008 close of a
 // writer that waited StallAfter on one message.
 func (c *Conn) sweep(now int64) {
+	if c.expires != 0 && now >= c.expires {
+		c.Close(CloseRevoked, "the API key expired")
+		return
+	}
 	if since := c.writingSince.Load(); since != 0 && now-since > int64(c.hub.cfg.StallAfter) {
 		// The message being written still has StallGrace to complete: a
 		// client that reads again then gets the 4008 close frame after

@@ -57,6 +57,7 @@ func (e *streamEnv) idle(ctx context.Context) (StreamMemory, error) {
 	n := float64(e.p.Conns)
 	m.PerConnBytes = round2((m.With.RSSMB - m.Before.RSSMB) * 1024 * 1024 / n)
 	m.HeapPerConnBytes = round2((after["go_memstats_heap_inuse_bytes"] - before["go_memstats_heap_inuse_bytes"]) / n)
+	m.StackPerConnBytes = round2((after["go_memstats_stack_inuse_bytes"] - before["go_memstats_stack_inuse_bytes"]) / n)
 	m.GoroutinesPerConn = round2((after["go_goroutines"] - before["go_goroutines"]) / n)
 	return m, nil
 }

@@ -95,6 +95,9 @@ type StreamMemory struct {
 	// HeapPerConnBytes and GoroutinesPerConn are the node's Go heap in use
 	// and goroutines, the same difference over the connections.
 	HeapPerConnBytes  float64 `json:"heap_inuse_per_connection_bytes"`
+	// StackPerConnBytes is the goroutine stacks' memory in use, the same
+	// difference over the connections (the reader goroutine's stack).
+	StackPerConnBytes float64 `json:"stack_inuse_per_connection_bytes"`
 	GoroutinesPerConn float64 `json:"goroutines_per_connection"`
 }
 
@@ -295,9 +298,9 @@ func (r *StreamResult) Print() {
 	}
 	tw.print()
 
-	fmt.Printf("\nidle: %d connections opened in %.1f s, %d subscriptions acknowledged and snapshotted in %.1f s (%d subscribes over the run refused \"unavailable\" and sent again); node VmRSS %.1f → %.1f MB (%.0f B a connection; Go heap in use %.0f B and %.2f goroutines a connection)\n",
+	fmt.Printf("\nidle: %d connections opened in %.1f s, %d subscriptions acknowledged and snapshotted in %.1f s (%d subscribes over the run refused \"unavailable\" and sent again); node VmRSS %.1f → %.1f MB (%.0f B a connection; Go heap in use %.0f B, goroutine stacks %.0f B and %.2f goroutines a connection)\n",
 		mem.Conns, mem.ConnectSeconds, mem.Subscriptions, mem.SubscribeSeconds, r.Refused, mem.Before.RSSMB, mem.With.RSSMB,
-		mem.PerConnBytes, mem.HeapPerConnBytes, mem.GoroutinesPerConn)
+		mem.PerConnBytes, mem.HeapPerConnBytes, mem.StackPerConnBytes, mem.GoroutinesPerConn)
 	rd := r.Reads
 	fmt.Printf("reads: %s, %d connections: %.0f rps before the streams, %.0f after, %.0f with them (p99 %.2f / %.2f / %.2f ms); node cores without %.2f, with %.2f; per node core %.2f×\n",
 		rd.Route[:min(len(rd.Route), 60)]+"…", rd.With.Conns, rd.Before.RPS, rd.After.RPS, rd.With.RPS, rd.Before.P99MS, rd.After.P99MS, rd.With.P99MS,

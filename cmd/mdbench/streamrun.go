@@ -132,8 +132,13 @@ func (e *streamEnv) run(ctx context.Context, res *StreamResult, log *slog.Logger
 	steady := sleepFor(p.Steady)
 	if e.profile {
 		steady = func(ctx context.Context) error {
+			// An execution trace of 3 s first (scheduling latency: go
+			// tool trace -pprof=sched), then the CPU profile.
+			trace := filepath.Join(e.out, "stream-api-steady.trace")
+			err := fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/trace?seconds=3", e.node.Admin), trace)
+			log.Info("stream: node execution trace of the steady phase", "file", trace, "err", err)
 			file := filepath.Join(e.out, "stream-api-steady.cpu.pprof")
-			err := fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", e.node.Admin, int(p.Steady.Seconds())), file)
+			err = fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", e.node.Admin, max(1, int(p.Steady.Seconds())-3)), file)
 			log.Info("stream: node CPU profile of the steady phase", "file", file, "err", err)
 			return nil
 		}
