@@ -124,3 +124,7 @@ func hasControlByte(b []byte) bool {
 	}
 	return false
 }
+
+// responseWriteBuffer is the buffer an answer is written through: one
+// write(2) for an answer up to its size (api/server.go).
+const responseWriteBuffer = 64 << 10

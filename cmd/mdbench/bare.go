@@ -7,10 +7,23 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 )
+
+// bareConfig is the baseline's Fiber configuration: Fiber's defaults.
+// MDBENCH_BARE_WRITE_BUFFER (bytes) sets its write buffer instead, to
+// compare with a baseline that writes through a buffer as big as the
+// node's (docs/benchmarks.md, "one write an answer").
+func bareConfig() fiber.Config {
+	cfg := fiber.Config{DisableStartupMessage: true}
+	if n, err := strconv.Atoi(os.Getenv("MDBENCH_BARE_WRITE_BUFFER")); err == nil && n > 0 {
+		cfg.WriteBufferSize = n
+	}
+	return cfg
+}
 
 // serveBare is the baseline server: a bare Fiber handler returning body
 // for every GET, run by `mdbench -serve-bare ADDR -bare-body FILE` as a
@@ -20,7 +33,7 @@ func serveBare(addr, bodyFile string) error {
 	if err != nil {
 		return err
 	}
-	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app := fiber.New(bareConfig())
 	app.Get("/*", func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Send(body)
@@ -41,7 +54,7 @@ func serveBareBodies(addr, bodiesFile string) error {
 	if err := json.Unmarshal(raw, &bodies); err != nil {
 		return fmt.Errorf("bodies %s: %w", bodiesFile, err)
 	}
-	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app := fiber.New(bareConfig())
 	app.Get("/*", func(c *fiber.Ctx) error {
 		body, ok := bodies[string(c.Request().URI().QueryString())]
 		if !ok {

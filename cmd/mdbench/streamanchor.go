@@ -78,6 +78,24 @@ type AnchorResult struct {
 	MaxRate float64 `json:"max_deliveries_per_s_p99_250ms"`
 	// RampError is why the ramp stopped early, if it did.
 	RampError string `json:"ramp_error,omitempty"`
+	// BesidePipeline is the steady shape run once more later, while our
+	// pipeline carries the same update rate beside it (the publisher,
+	// NATS, ingest, Postgres and Redis busy as in our steady phase, our
+	// node up with its streams closed): the anchor on the machine our node
+	// had. BesideCores is what those processes used meanwhile.
+	BesidePipeline *AnchorRun         `json:"beside_pipeline,omitempty"`
+	BesideCores    map[string]float64 `json:"beside_pipeline_cores,omitempty"`
+	BesideError    string             `json:"beside_pipeline_error,omitempty"`
+	// bin holds the anchor's binaries until the benchmark ends (cleanup).
+	bin string
+}
+
+// cleanup removes the anchor's binaries.
+func (a *AnchorResult) cleanup() {
+	if a.bin != "" {
+		os.RemoveAll(a.bin) //nolint:errcheck // a temp dir left behind is harmless
+		a.bin = ""
+	}
 }
 
 // anchorLoadResult is what the load tool's -json holds that we use.
@@ -198,7 +216,12 @@ func runAnchor(ctx context.Context, o *Options, p StreamParams, flag string, log
 	if err != nil {
 		return notRun(err)
 	}
-	defer os.RemoveAll(bin) //nolint:errcheck // a temp dir left behind is harmless
+	res.bin = bin // kept for the run beside the pipeline; the caller cleans up
+	notRunBuilt := notRun
+	notRun = func(err error) (AnchorResult, error) {
+		res.cleanup()
+		return notRunBuilt(err)
+	}
 	t := time.Now()
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "./cmd/anchor", "./cmd/load")
 	build.Dir = dir

@@ -155,7 +155,9 @@ func runStreamBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 	// The anchor first, while nothing of ours runs: same shape, same
 	// machine, same run.
 	var err error
-	if res.AnchorRun, err = runAnchor(ctx, o, p, p.Anchor, log); err != nil {
+	res.AnchorRun, err = runAnchor(ctx, o, p, p.Anchor, log)
+	defer res.AnchorRun.cleanup()
+	if err != nil {
 		return nil, err
 	}
 	w := newReadsWorld(p.Hot/readsPerEvent, readsPerEvent, p.Seed)

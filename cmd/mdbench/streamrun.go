@@ -35,11 +35,12 @@ type streamEnv struct {
 	// stalls, its CPU profile of the steady phase with -profile.
 	out     string
 	profile bool
+	opts    *Options
 }
 
 func newStreamEnv(ctx context.Context, o *Options, sb *Sandbox, w *readsWorld, ing *Child, node *APINode,
 	p StreamParams, secrets []string, began time.Time) (*streamEnv, error) {
-	e := &streamEnv{p: p, sb: sb, ing: ing, node: node, secrets: secrets, out: o.Out, profile: o.Profile,
+	e := &streamEnv{p: p, sb: sb, ing: ing, node: node, secrets: secrets, out: o.Out, profile: o.Profile, opts: o,
 		children: map[int]string{node.Pid(): "api", ing.Pid(): "ingest"}}
 	index := make(map[string]int32, len(w.Markets))
 	for i, m := range w.Markets {
@@ -49,7 +50,7 @@ func newStreamEnv(ctx context.Context, o *Options, sb *Sandbox, w *readsWorld, i
 	// Publishing runs through three read runs, the steady phase and the
 	// ramp's steps (each with its subscribe); the plan has streamPlanFactor
 	// times that.
-	pubFor := 3*(streamReadsWarmup+streamReadsRun) + p.Warmup + p.Steady +
+	pubFor := 3*(streamReadsWarmup+streamReadsRun) + 2*(p.Warmup+p.Steady) +
 		time.Duration(len(p.Steps))*(p.StepWarmup+p.Step+10*time.Second)
 	planned := int(p.Rate*pubFor.Seconds()) * streamPlanFactor
 	r := newRand(p.Seed + 2)
@@ -178,6 +179,8 @@ func (e *streamEnv) run(ctx context.Context, res *StreamResult, log *slog.Logger
 	res.Faults = e.closeClients()
 	log.Info("stream: lost-update check", "lost", res.Faults.Lost, "backwards", res.Faults.Backwards, "seq_gaps", res.Faults.SeqGaps)
 
+	e.anchorBeside(ctx, &res.AnchorRun)
+
 	e.pub.start(ctx)
 	if rd.After, cpuAfter, err = e.reads(ctx); err != nil {
 		return fmt.Errorf("reads after the streams: %w", err)
@@ -250,4 +253,31 @@ func (e *streamEnv) stopAll(ctx context.Context) {
 		e.closeClients()
 	}
 	e.stopNotices()
+}
+
+// anchorBeside runs the anchor's steady shape once more while our pipeline
+// carries the steady phase's update rate beside it (our streams are closed
+// by now; the node only follows the notices): the anchor on the machine
+// our node had, whose other processes the quiet anchor run does not have.
+// A failure is recorded, not fatal: the quiet run is the goal's reference.
+func (e *streamEnv) anchorBeside(ctx context.Context, a *AnchorResult) {
+	if a.bin == "" || a.Steady == nil {
+		return
+	}
+	e.pub.start(ctx)
+	before := SampleCPUNamed(e.children)
+	run, err := anchorLoad(ctx, e.opts, a.bin, "steady-beside-pipeline", e.p.Subs, e.p, e.p.Warmup, e.p.Steady, e.log)
+	usage := SampleCPUNamed(e.children).UsageSince(before)
+	if perr := e.pause(ctx); err == nil {
+		err = perr
+	}
+	if err != nil {
+		a.BesideError = err.Error()
+		e.log.Warn("stream: anchor beside the pipeline", "err", err)
+		return
+	}
+	a.BesidePipeline = &run
+	a.BesideCores = usage.Cores
+	a.BesideCores["machine_busy_pct"] = usage.MachineBusy
+	e.log.Info("stream: anchor beside the pipeline", "p50_ms", run.P50MS, "p99_ms", run.P99MS, "cpu_us_per_delivery", run.CPUPerDelivUS)
 }
