@@ -183,8 +183,8 @@ func New(cfg Config, d Deps) (*Server, error) {
 		// writes or more. The buffers are pooled per answer being
 		// written, not held by idle connections.
 		WriteBufferSize: responseWriteBuffer,
-		BodyLimit:         maxBodyBytes,
-		JSONEncoder:       marshalJSON,
+		BodyLimit:       maxBodyBytes,
+		JSONEncoder:     marshalJSON,
 	})
 	// A request fasthttp cannot read gets a fixed answer; Fiber's own
 	// handler would pass the parser's text, which quotes the request.

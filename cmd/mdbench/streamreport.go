@@ -94,7 +94,7 @@ type StreamMemory struct {
 	PerConnBytes     float64 `json:"rss_per_connection_bytes"`
 	// HeapPerConnBytes and GoroutinesPerConn are the node's Go heap in use
 	// and goroutines, the same difference over the connections.
-	HeapPerConnBytes  float64 `json:"heap_inuse_per_connection_bytes"`
+	HeapPerConnBytes float64 `json:"heap_inuse_per_connection_bytes"`
 	// StackPerConnBytes is the goroutine stacks' memory in use, the same
 	// difference over the connections (the reader goroutine's stack).
 	StackPerConnBytes float64 `json:"stack_inuse_per_connection_bytes"`
