@@ -30,6 +30,9 @@ type nodeConfig struct {
 	api    api.Config
 	limit  ratelimit.Config
 	listen string
+	// wrap, when set, wraps the node's listener (edge tests count what
+	// the node does to its connections).
+	wrap func(net.Listener) net.Listener
 	// rdb is the node's Redis (the limiter's, and the cache's on a world
 	// with ingest); nil gives the node a client of its own on the shared
 	// server, as each production node has its own connections.
@@ -64,6 +67,9 @@ func withLimit(n int) option            { return func(c *nodeConfig) { c.limit.L
 func withWindow(d time.Duration) option { return func(c *nodeConfig) { c.limit.Window = d } }
 func withAuthFailLimit(n int) option    { return func(c *nodeConfig) { c.limit.AuthFailLimit = n } }
 func withListen(addr string) option     { return func(c *nodeConfig) { c.listen = addr } }
+func withListener(wrap func(net.Listener) net.Listener) option {
+	return func(c *nodeConfig) { c.wrap = wrap }
+}
 func withKeyCacheTTL(d time.Duration) option {
 	return func(c *nodeConfig) { c.api.KeyCacheTTL = d }
 }
@@ -239,6 +245,9 @@ func (w *world) start(t testing.TB, cfg nodeConfig) *node {
 		cancel()
 		nc.Close()
 		t.Fatalf("listen %s: %v", cfg.listen, err)
+	}
+	if cfg.wrap != nil {
+		ln = cfg.wrap(ln)
 	}
 	n := &node{srv: srv, base: "http://" + ln.Addr().String(), logs: logs, w: w, reg: reg, served: make(chan struct{})}
 	go func() {
