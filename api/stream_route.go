@@ -50,9 +50,10 @@ func (s *Server) newUpgrader() *websocket.Upgrader {
 	}
 }
 
-// streamReadBuffer is a stream's read buffer: commands are rare and short
-// (the upgrader uses a reader bigger than 256 bytes as it is).
-const streamReadBuffer = 512
+// streamReadBuffer is a stream's read buffer: commands are rare and short,
+// and a longer message is read through it in pieces. The upgrader uses a
+// hijacked reader as it is only when it is bigger than 256 bytes.
+const streamReadBuffer = 257
 
 // hijacked is a stream's connection as the net/http upgrader wants it:
 // the upgrader writes the 101 answer on it itself, and reads the
