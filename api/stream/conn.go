@@ -189,25 +189,49 @@ func (c *Conn) Serve(ctx context.Context) {
 			// An error (a passed deadline, a cut) shows on the read too.
 			c.awaitInput() //nolint:errcheck // as said
 		}
-		// The read and the command's handling run on a goroutine of their
-		// own, whose stack is gone when it ends; this one only waits.
-		done := make(chan bool, 1)
+		// The read, the decoding and the start of the command's handling
+		// run on a goroutine of their own, whose stack is gone when it
+		// ends; this one waits, then finishes what waits for a read (a
+		// subscribe's current prices), on its own small stack: during a
+		// burst of subscribes the goroutines waiting for their reads hold
+		// no stack grown by decoding.
+		done := make(chan readOutcome, 1)
 		go func() { done <- c.readOne(ctx) }()
-		if !<-done {
+		out := <-done
+		if !out.ok {
 			return
+		}
+		if out.then != nil {
+			// Wait here, with nothing on the stack; then finish (the ack,
+			// the prices) on a goroutine of its own too.
+			out.await()
+			go func() { out.then(); done <- readOutcome{} }()
+			<-done
 		}
 	}
 }
 
-// readOne reads one message and handles it; false: the connection ended.
-// (Control frames, pings and pongs, are handled inside the read.)
-func (c *Conn) readOne(ctx context.Context) bool {
+// readOutcome is what reading a message left: ok false when the
+// connection ended; then, what remains of its command once await
+// returns (nil: nothing).
+type readOutcome struct {
+	ok    bool
+	await func()
+	then  func()
+}
+
+// readOne reads one message and begins its command. (Control frames,
+// pings and pongs, are handled inside the read.)
+func (c *Conn) readOne(ctx context.Context) readOutcome {
 	_, data, err := c.ws.ReadMessage()
 	if err != nil {
-		return false
+		return readOutcome{}
 	}
-	c.handle(ctx, data)
-	return true
+	out := readOutcome{ok: true}
+	if p, then := c.handle(ctx, data); then != nil {
+		out.await, out.then = p.await, then
+	}
+	return out
 }
 
 // The bound on acks and errors waiting for a client that does not read.
@@ -241,25 +265,29 @@ func (c *Conn) pushControl(m outMsg) {
 	c.kick()
 }
 
-func (c *Conn) handle(ctx context.Context, data []byte) {
+// handle runs a command, and returns the read it waits for and what of it
+// remains to be done once that read is done (nil: nothing).
+func (c *Conn) handle(ctx context.Context, data []byte) (*pendingCurrent, func()) {
 	cmd, err := ParseCommand(data)
 	if err != nil {
 		c.hub.m.commandErrors.Inc()
 		c.sendError("invalid_request", err.Error())
-		return
+		return nil, nil
 	}
 	switch cmd.Op {
 	case OpSubscribe:
-		c.subscribe(ctx, cmd.MarketIDs)
+		return c.subscribe(ctx, cmd.MarketIDs)
 	case OpUnsubscribe:
 		c.unsubscribe(cmd.MarketIDs)
 	}
+	return nil, nil
 }
 
-// subscribe registers ids (so no change is missed from now on), reads
-// their current prices, then acknowledges and queues those prices after
-// the ack. A market not served is in missing and not subscribed.
-func (c *Conn) subscribe(ctx context.Context, ids []string) {
+// subscribe registers ids (so no change is missed from now on) and starts
+// reading their current prices; what it returns waits for them, then
+// acknowledges and queues those prices after the ack. A market not served
+// is in missing and not subscribed.
+func (c *Conn) subscribe(ctx context.Context, ids []string) (*pendingCurrent, func()) {
 	c.mu.Lock()
 	var fresh []*sub
 	for _, id := range ids {
@@ -271,15 +299,20 @@ func (c *Conn) subscribe(ctx context.Context, ids []string) {
 		c.mu.Unlock()
 		c.sendError("invalid_request", "this subscribe would make "+strconv.Itoa(n)+
 			" markets subscribed on this connection: at most "+strconv.Itoa(MaxMarkets)+"; nothing was subscribed")
-		return
+		return nil, nil
 	}
 	for _, st := range fresh {
 		c.subs[st.id] = st
 	}
 	c.mu.Unlock()
 	c.hub.subscribe(fresh)
+	p := c.hub.beginCurrent(ctx, ids)
+	return p, func() { c.subscribed(ids, fresh, p) }
+}
 
-	items, err := c.hub.currentOf(ctx, ids)
+// subscribed finishes a subscribe once its current prices are read.
+func (c *Conn) subscribed(ids []string, fresh []*sub, p *pendingCurrent) {
+	items, err := p.wait()
 	if err != nil {
 		c.mu.Lock()
 		for _, st := range fresh {

@@ -456,32 +456,92 @@ const minResyncGap = 250 * time.Millisecond
 // the topic's item (Redis lost the write with a failed master, or the read
 // raced the fan-out) gives way to it.
 func (h *Hub) currentOf(ctx context.Context, ids []string) ([]cache.PriceItem, error) {
-	items := make([]cache.PriceItem, len(ids))
+	return h.beginCurrent(ctx, ids).wait()
+}
+
+// pendingCurrent is a currentOf begun: what the topics answered, and the
+// shared read of the rest under way.
+type pendingCurrent struct {
+	h      *Hub
+	ids    []string
+	items  []cache.PriceItem
+	at     []int // indexes of ids the read answers
+	r      *currentRead
+	ctx    context.Context
+	cancel context.CancelFunc
+	err    error
+}
+
+// beginCurrent starts currentOf: it answers from the topics what it can
+// and hands the rest to the shared reads without waiting for them (wait
+// does). A subscribe begins on the goroutine that read its command and
+// waits on the connection's own, whose stack stays small (Conn.Serve).
+// Subscribes that arrive together share one read (currentLoop): 5,000
+// clients reconnecting at once, each subscribing to 20 markets of the same
+// 2,000, cost 2,000 items read in batches of 500, not 100,000 (and not a
+// Redis budget missed and a Postgres query per subscribe).
+func (h *Hub) beginCurrent(ctx context.Context, ids []string) *pendingCurrent {
+	p := &pendingCurrent{h: h, ids: ids, items: make([]cache.PriceItem, len(ids))}
 	var read []string
-	var at []int
 	for i, id := range ids {
 		if gen, body := h.newest(id); body != nil {
-			items[i] = cache.PriceItem{Found: true, Served: true, Body: body, Gen: gen}
+			p.items[i] = cache.PriceItem{Found: true, Served: true, Body: body, Gen: gen}
 		} else {
-			read, at = append(read, id), append(at, i)
+			read, p.at = append(read, id), append(p.at, i)
 		}
 	}
 	if len(read) == 0 {
-		return items, nil
+		return p
 	}
-	rctx, cancel := context.WithTimeout(ctx, h.cfg.ReadTimeout)
-	got, err := h.current(rctx, read)
-	cancel()
-	if err != nil {
-		return nil, err
+	p.ctx, p.cancel = context.WithTimeout(ctx, h.cfg.ReadTimeout)
+	r := &currentRead{ids: read, done: make(chan struct{})}
+	select {
+	case h.reads <- r:
+		p.r = r
+	case <-p.ctx.Done():
+		p.err = p.ctx.Err()
 	}
-	for j, i := range at {
-		items[i] = got[j]
-		if gen, body := h.newest(ids[i]); gen > got[j].Gen {
-			items[i].Gen, items[i].Body = gen, body
+	return p
+}
+
+// await returns once the read is done or its time is up (wait then does
+// not block).
+func (p *pendingCurrent) await() {
+	if p.r == nil {
+		return
+	}
+	select {
+	case <-p.r.done:
+	case <-p.ctx.Done():
+	}
+}
+
+// wait completes a currentOf begun.
+func (p *pendingCurrent) wait() ([]cache.PriceItem, error) {
+	if p.cancel != nil {
+		defer p.cancel()
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	if p.r == nil {
+		return p.items, nil
+	}
+	select {
+	case <-p.r.done:
+	case <-p.ctx.Done():
+		return nil, p.ctx.Err()
+	}
+	if p.r.err != nil {
+		return nil, p.r.err
+	}
+	for j, i := range p.at {
+		p.items[i] = p.r.items[j]
+		if gen, body := p.h.newest(p.ids[i]); gen > p.r.items[j].Gen {
+			p.items[i].Gen, p.items[i].Body = gen, body
 		}
 	}
-	return items, nil
+	return p.items, nil
 }
 
 // forgetItem drops the item a topic holds when revision gen, newer, is not
@@ -540,26 +600,6 @@ type currentRead struct {
 
 // maxShared bounds the ids one shared read of current prices takes.
 const maxShared = 10 * maxRead
-
-// current reads ids' current prices for a subscribe. Subscribes that
-// arrive together share one read: 5,000 clients reconnecting at once, each
-// subscribing to 20 markets of the same 2,000, cost 2,000 items read in
-// batches of 500, not 100,000 (and not a Redis budget missed and a
-// Postgres query per subscribe).
-func (h *Hub) current(ctx context.Context, ids []string) ([]cache.PriceItem, error) {
-	r := &currentRead{ids: ids, done: make(chan struct{})}
-	select {
-	case h.reads <- r:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	select {
-	case <-r.done:
-		return r.items, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
 
 func (h *Hub) currentLoop(ctx context.Context) {
 	for {
