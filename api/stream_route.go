@@ -191,7 +191,9 @@ func (s *Server) serveStream(ws *websocket.Conn, nc net.Conn, br *bufio.Reader, 
 	if s.keys.gen.Load() != keyGen {
 		s.recheckStreams("", info.KeyID)
 	}
-	conn.SetInputWait(inputWait(nc, br))
+	if in := newStreamInput(nc, br); in != nil {
+		conn.SetInput(in)
+	}
 	conn.Serve(s.streamCtx)
 }
 

@@ -2,9 +2,13 @@ package api
 
 import (
 	"bufio"
+	"io"
 	"net"
+	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/marketdata/marketdata/api/stream"
 )
 
 // streamNotSentLowat bounds the bytes of a stream that wait unsent in the
@@ -33,14 +37,25 @@ func tuneStreamSocket(c net.Conn) {
 	})
 }
 
-// inputWait is a stream's wait for its client's next bytes (stream.Conn.
-// SetInputWait): bytes buffered already (the WebSocket reader's br, the
-// connection's read-ahead) need none; else it waits in the runtime's
+// streamInput is a stream's socket as its wait for the client uses it
+// (stream.Input): bytes buffered already (the WebSocket reader's br, the
+// connection's read-ahead) need no wait; else it waits in the runtime's
 // poller until the socket is readable, which a one-byte peek that does not
-// block tells (a wait without that check could miss bytes that came
-// before it began). The read deadline bounds it, and a cut ends it. nil
-// when the connection is not TCP: the read then waits itself.
-func inputWait(nc net.Conn, br *bufio.Reader) func() error {
+// block tells first (a wait without that check could miss bytes that came
+// before it began). The read deadline bounds it, and a cut ends it. Only
+// the stream's serving goroutine uses it, between reads.
+type streamInput struct {
+	br   *bufio.Reader
+	ec   *edgeConn
+	raw  syscall.RawConn
+	peek []byte
+	n    int
+	err  error
+}
+
+// newStreamInput is nil when the connection is not TCP: the read then
+// waits itself.
+func newStreamInput(nc net.Conn, br *bufio.Reader) stream.Input {
 	ec, _ := nc.(*edgeConn)
 	if ec != nil {
 		nc = ec.Conn
@@ -53,15 +68,67 @@ func inputWait(nc net.Conn, br *bufio.Reader) func() error {
 	if err != nil {
 		return nil
 	}
-	var peek [1]byte
-	readable := func(fd uintptr) bool {
-		_, _, err := unix.Recvfrom(int(fd), peek[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		return err != unix.EAGAIN // data, the end, or an error (EINTR too): the read will tell
+	return &streamInput{br: br, ec: ec, raw: raw}
+}
+
+// buffered: bytes wait above the socket.
+func (in *streamInput) buffered() bool {
+	return in.br.Buffered() > 0 || in.ec != nil && in.ec.ahead != nil
+}
+
+func (in *streamInput) Wait() error {
+	if in.buffered() {
+		return nil
 	}
-	return func() error {
-		if br.Buffered() > 0 || ec != nil && ec.ahead != nil {
-			return nil
+	return in.raw.Read(in.readable)
+}
+
+// readable peeks at one byte without blocking: data, the end, or an error
+// (EINTR too: the read will tell) make a read worth doing.
+func (in *streamInput) readable(fd uintptr) bool {
+	var b [1]byte
+	_, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	return err != unix.EAGAIN
+}
+
+func (in *streamInput) Peek(p []byte) int {
+	if in.buffered() {
+		return 0
+	}
+	in.peek, in.n = p, 0
+	in.raw.Read(in.peekFn) //nolint:errcheck // nothing peeked is the answer
+	in.peek = nil
+	return in.n
+}
+
+func (in *streamInput) peekFn(fd uintptr) bool {
+	n, _, err := unix.Recvfrom(int(fd), in.peek, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	if err == nil {
+		in.n = n
+	}
+	return true
+}
+
+func (in *streamInput) Discard(n int) error {
+	var b [256]byte
+	for n > 0 {
+		in.peek, in.n, in.err = b[:min(n, len(b))], 0, nil
+		if err := in.raw.Read(in.takeFn); err != nil {
+			return err
 		}
-		return raw.Read(readable)
+		if in.err != nil {
+			return in.err
+		}
+		if in.n == 0 {
+			return io.ErrUnexpectedEOF
+		}
+		n -= in.n
 	}
+	in.peek = nil
+	return nil
+}
+
+func (in *streamInput) takeFn(fd uintptr) bool {
+	in.n, _, in.err = unix.Recvfrom(int(fd), in.peek, unix.MSG_DONTWAIT)
+	return true
 }

@@ -91,9 +91,8 @@ type Conn struct {
 	sent []sentMsg
 	// expires is Info.ExpiresAt (unix ns; 0: never), for the sweep.
 	expires int64
-	// awaitInput, when set, waits until the client's next bytes can be
-	// read, without reading them (SetInputWait).
-	awaitInput func() error
+	// in, when set, is the socket under the stream (SetInput).
+	in Input
 }
 
 // sub is one subscribed market of one connection. The hub's topic holds
@@ -145,16 +144,73 @@ func newConn(h *Hub, ws *websocket.Conn, info Info, onEnd func()) *Conn {
 	return c
 }
 
-// SetInputWait gives Serve a way to wait for the client's next bytes
-// without reading them: it returns once a read would not block (data, the
-// end of the stream, an error or a passed deadline), with bytes already
-// buffered counted. Then the goroutine that waits for a command through
-// an idle connection's life stays shallow, and its stack small (2 KiB,
-// against 8 KiB when it waits inside the WebSocket library's read, whose
-// calls, with a command's handling, grow it): the message is read and
-// handled on a goroutine of its own (Serve). Call it before Serve.
-func (c *Conn) SetInputWait(fn func() error) {
-	c.awaitInput = fn
+// Input is the socket under a stream as its wait for the client uses it
+// (SetInput). The api package gives one for a TCP connection on Linux.
+type Input interface {
+	// Wait returns once a read would not block: bytes buffered above the
+	// socket, bytes in it, the end of the stream, an error or a passed
+	// read deadline (a cut is one).
+	Wait() error
+	// Peek copies into p what the client sent and nothing read yet,
+	// without taking it; 0 when some of it sits in a buffer above the
+	// socket (the read takes that first).
+	Peek(p []byte) int
+	// Discard takes n bytes that Peek showed.
+	Discard(n int) error
+}
+
+// SetInput gives Serve the socket under the stream: then the goroutine
+// that waits for the client through an idle connection's life waits in
+// the runtime's poller (Input.Wait), not inside the WebSocket library's
+// read, and its stack stays small (2–4 KiB, against 8 KiB when it waited
+// in the read, whose calls, with a command's handling, grow it). A
+// client's pong or ping that arrives whole is taken there too (takeControl):
+// the library's read does not return for control frames, so a pong read
+// there would leave a reader waiting in it until the next command. Any
+// other message is read and begun on a goroutine of its own (Serve). Call
+// it before Serve.
+func (c *Conn) SetInput(in Input) {
+	c.in = in
+}
+
+// maxControlFrame is the largest control frame from a client: 2 header
+// bytes, the 4-byte mask, 125 bytes of payload (RFC 6455 §5.5).
+const maxControlFrame = 2 + 4 + 125
+
+// takeControl takes a ping or a pong that waits whole in the socket, and
+// answers it as the read would (the handlers Serve set); false when what
+// waits is anything else (a message, a close, a part of a frame), which
+// the read then takes.
+func (c *Conn) takeControl() bool {
+	var b [maxControlFrame]byte
+	n := c.in.Peek(b[:])
+	if n < 6 {
+		return false
+	}
+	// FIN, no reserved bit, a ping or a pong, masked (a client must).
+	if op := b[0]; op != 0x80|pongFrame && op != 0x80|pingFrame || b[1]&0x80 == 0 {
+		return false
+	}
+	size := int(b[1] & 0x7f)
+	if size > 125 || n < 6+size {
+		return false
+	}
+	if err := c.in.Discard(6 + size); err != nil {
+		c.cut() // the connection broke: the read that follows ends Serve
+		return true
+	}
+	payload := b[6 : 6+size]
+	for i := range payload {
+		payload[i] ^= b[2+i%4]
+	}
+	handler := c.ws.PongHandler()
+	if b[0] == 0x80|pingFrame {
+		handler = c.ws.PingHandler()
+	}
+	if err := handler(string(payload)); err != nil {
+		c.cut()
+	}
+	return true
 }
 
 // Serve reads the client's commands until the connection ends; it returns
@@ -185,9 +241,22 @@ func (c *Conn) Serve(ctx context.Context) {
 		if !c.waitRoom() {
 			return
 		}
-		if c.awaitInput != nil {
-			// An error (a passed deadline, a cut) shows on the read too.
-			c.awaitInput() //nolint:errcheck // as said
+		if c.in == nil {
+			// No socket to wait on: the read waits itself.
+			out := c.readOne(ctx)
+			if !out.ok {
+				return
+			}
+			if out.then != nil {
+				out.await(c.quit)
+				out.then()
+			}
+			continue
+		}
+		// An error (a passed deadline, a cut) shows on the read too.
+		c.in.Wait() //nolint:errcheck // as said
+		if c.takeControl() {
+			continue
 		}
 		// The read, the decoding and the start of the command's handling
 		// run on a goroutine of their own, whose stack is gone when it
@@ -204,7 +273,7 @@ func (c *Conn) Serve(ctx context.Context) {
 		if out.then != nil {
 			// Wait here, with nothing on the stack; then finish (the ack,
 			// the prices) on a goroutine of its own too.
-			out.await()
+			out.await(c.quit)
 			go func() { out.then(); done <- readOutcome{} }()
 			<-done
 		}
@@ -216,7 +285,7 @@ func (c *Conn) Serve(ctx context.Context) {
 // returns (nil: nothing).
 type readOutcome struct {
 	ok    bool
-	await func()
+	await func(quit <-chan struct{})
 	then  func()
 }
 

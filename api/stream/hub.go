@@ -447,19 +447,7 @@ func (h *Hub) fanOut(id string, gen int64, body []byte, sum uint64, at int64) {
 // a resync per failure would spin.
 const minResyncGap = 250 * time.Millisecond
 
-// currentOf is the current price of each of ids for a subscribe (whose
-// subscriptions are in the hub already). A market the hub has fanned out
-// is answered from the topic without a read: the topic holds the newest
-// revision fanned out, and whatever is newer reaches the new subscription
-// through the fan-out like every other (a notice in flight, or the resync
-// after a lost one). The others are read (current), and a read older than
-// the topic's item (Redis lost the write with a failed master, or the read
-// raced the fan-out) gives way to it.
-func (h *Hub) currentOf(ctx context.Context, ids []string) ([]cache.PriceItem, error) {
-	return h.beginCurrent(ctx, ids).wait()
-}
-
-// pendingCurrent is a currentOf begun: what the topics answered, and the
+// pendingCurrent is a read of current prices begun (beginCurrent): what the topics answered, and the
 // shared read of the rest under way.
 type pendingCurrent struct {
 	h      *Hub
@@ -472,14 +460,20 @@ type pendingCurrent struct {
 	err    error
 }
 
-// beginCurrent starts currentOf: it answers from the topics what it can
-// and hands the rest to the shared reads without waiting for them (wait
-// does). A subscribe begins on the goroutine that read its command and
-// waits on the connection's own, whose stack stays small (Conn.Serve).
-// Subscribes that arrive together share one read (currentLoop): 5,000
-// clients reconnecting at once, each subscribing to 20 markets of the same
-// 2,000, cost 2,000 items read in batches of 500, not 100,000 (and not a
-// Redis budget missed and a Postgres query per subscribe).
+// beginCurrent begins reading the current price of each of ids for a
+// subscribe (whose subscriptions are in the hub already); await and wait
+// finish it. A market the hub has fanned out is answered from the topic
+// without a read: the topic holds the newest revision fanned out, and
+// whatever is newer reaches the new subscription through the fan-out like
+// every other (a notice in flight, or the resync after a lost one). The
+// others go to the shared reads (currentLoop), and a read older than the
+// topic's item (Redis lost the write with a failed master, or the read
+// raced the fan-out) gives way to it. A subscribe begins on the goroutine
+// that read its command and waits on the connection's own, whose stack
+// stays small (Conn.Serve). Subscribes that arrive together share one
+// read: 5,000 clients reconnecting at once, each subscribing to 20 markets
+// of the same 2,000, cost 2,000 items read in batches of 500, not 100,000
+// (and not a Redis budget missed and a Postgres query per subscribe).
 func (h *Hub) beginCurrent(ctx context.Context, ids []string) *pendingCurrent {
 	p := &pendingCurrent{h: h, ids: ids, items: make([]cache.PriceItem, len(ids))}
 	var read []string
@@ -504,19 +498,21 @@ func (h *Hub) beginCurrent(ctx context.Context, ids []string) *pendingCurrent {
 	return p
 }
 
-// await returns once the read is done or its time is up (wait then does
-// not block).
-func (p *pendingCurrent) await() {
+// await returns once the read is done, its time is up or quit is closed
+// (the connection closes): wait then does not block.
+func (p *pendingCurrent) await(quit <-chan struct{}) {
 	if p.r == nil {
 		return
 	}
 	select {
 	case <-p.r.done:
 	case <-p.ctx.Done():
+	case <-quit:
+		p.cancel() // wait gives up
 	}
 }
 
-// wait completes a currentOf begun.
+// wait completes a read begun (beginCurrent).
 func (p *pendingCurrent) wait() ([]cache.PriceItem, error) {
 	if p.cancel != nil {
 		defer p.cancel()

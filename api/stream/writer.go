@@ -220,6 +220,7 @@ func (c *Conn) startWrite() (int64, error) {
 const (
 	textFrame = 0x1
 	pingFrame = 0x9
+	pongFrame = 0xA
 )
 
 // appendMessage appends one text frame to b: {"type":typ,"seq":N then

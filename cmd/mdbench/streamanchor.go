@@ -85,6 +85,7 @@ type AnchorResult struct {
 	// had. BesideCores is what those processes used meanwhile.
 	BesidePipeline *AnchorRun         `json:"beside_pipeline,omitempty"`
 	BesideCores    map[string]float64 `json:"beside_pipeline_cores,omitempty"`
+	BesideBusyPct  float64            `json:"beside_pipeline_machine_busy_pct,omitempty"`
 	BesideError    string             `json:"beside_pipeline_error,omitempty"`
 	// bin holds the anchor's binaries until the benchmark ends (cleanup).
 	bin string

@@ -62,8 +62,10 @@ const (
 	streamReadsRun    = 8 * time.Second
 	// streamSubscribeTimeout bounds waiting for a step's acks and snapshots.
 	streamSubscribeTimeout = 90 * time.Second
-	// streamIdleSettle lets the node's memory settle before it is read.
-	streamIdleSettle = 3 * time.Second
+	// streamIdleSettle lets the node's memory settle before it is read,
+	// past the node's first ping (every 15 s) and its clients' pongs: the
+	// figure is an idle connection's steady state, not its first seconds.
+	streamIdleSettle = 17 * time.Second
 	// The lost-update check waits at least streamSettleMin once ingest has
 	// applied everything (the node's 2 s safety net included), then until
 	// no delivery came for streamQuiet, at most streamSettleMax.

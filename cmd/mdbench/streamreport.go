@@ -290,7 +290,7 @@ func (r *StreamResult) Print() {
 		fmt.Printf("\nthe anchor beside our pipeline (its steady shape again, while %.0f updates/s flow through NATS → ingest → Postgres → Redis → our node's notices, our streams closed): "+
 			"publish → client p50 %.2f / p99 %.2f ms (quiet: %.2f / %.2f), %.2f µs a delivery; cores: anchor %.2f, its load tool %.2f, nats-server %.2f, ingest %.2f, postgres %.2f, redis-server %.2f, our node %.2f, mdbench %.2f; machine %.0f%% busy\n",
 			p.Rate, b.P50MS, b.P99MS, af.p50, af.p99, b.CPUPerDelivUS, b.ServerCores, b.LoadCores,
-			c["nats-server"], c["ingest"], c["postgres"], c["redis-server"], c["api"], c["mdbench"], c["machine_busy_pct"])
+			c["nats-server"], c["ingest"], c["postgres"], c["redis-server"], c["api"], c["mdbench"], ar.BesideBusyPct)
 		fmt.Printf("ours against the anchor beside the same pipeline: fan-out p99 %.2f ms against %.2f ms (%s)\n", s.Fanout.P99MS, b.P99MS,
 			map[bool]string{true: "at or under it", false: "over it"}[s.Fanout.Count > 0 && s.Fanout.P99MS <= b.P99MS])
 	} else if ar.BesideError != "" {

@@ -50,7 +50,9 @@ func newStreamEnv(ctx context.Context, o *Options, sb *Sandbox, w *readsWorld, i
 	// Publishing runs through three read runs, the steady phase and the
 	// ramp's steps (each with its subscribe); the plan has streamPlanFactor
 	// times that.
-	pubFor := 3*(streamReadsWarmup+streamReadsRun) + 2*(p.Warmup+p.Steady) +
+	// The anchor's run beside the pipeline: its warm-up and steady phase,
+	// and about 20 s more of connecting, draining and settling.
+	pubFor := 3*(streamReadsWarmup+streamReadsRun) + 2*(p.Warmup+p.Steady) + 20*time.Second +
 		time.Duration(len(p.Steps))*(p.StepWarmup+p.Step+10*time.Second)
 	planned := int(p.Rate*pubFor.Seconds()) * streamPlanFactor
 	r := newRand(p.Seed + 2)
@@ -179,7 +181,9 @@ func (e *streamEnv) run(ctx context.Context, res *StreamResult, log *slog.Logger
 	res.Faults = e.closeClients()
 	log.Info("stream: lost-update check", "lost", res.Faults.Lost, "backwards", res.Faults.Backwards, "seq_gaps", res.Faults.SeqGaps)
 
-	e.anchorBeside(ctx, &res.AnchorRun)
+	if err := e.anchorBeside(ctx, &res.AnchorRun); err != nil {
+		return err
+	}
 
 	e.pub.start(ctx)
 	if rd.After, cpuAfter, err = e.reads(ctx); err != nil {
@@ -259,25 +263,26 @@ func (e *streamEnv) stopAll(ctx context.Context) {
 // carries the steady phase's update rate beside it (our streams are closed
 // by now; the node only follows the notices): the anchor on the machine
 // our node had, whose other processes the quiet anchor run does not have.
-// A failure is recorded, not fatal: the quiet run is the goal's reference.
-func (e *streamEnv) anchorBeside(ctx context.Context, a *AnchorResult) {
+// The anchor's failure is recorded, not fatal (the quiet run is the
+// goal's reference); ours to pause the pipeline after it is.
+func (e *streamEnv) anchorBeside(ctx context.Context, a *AnchorResult) error {
 	if a.bin == "" || a.Steady == nil {
-		return
+		return nil
 	}
 	e.pub.start(ctx)
 	before := SampleCPUNamed(e.children)
 	run, err := anchorLoad(ctx, e.opts, a.bin, "steady-beside-pipeline", e.p.Subs, e.p, e.p.Warmup, e.p.Steady, e.log)
 	usage := SampleCPUNamed(e.children).UsageSince(before)
-	if perr := e.pause(ctx); err == nil {
-		err = perr
+	if perr := e.pause(ctx); perr != nil {
+		return fmt.Errorf("pause after the anchor beside the pipeline: %w", perr)
 	}
 	if err != nil {
 		a.BesideError = err.Error()
 		e.log.Warn("stream: anchor beside the pipeline", "err", err)
-		return
+		return nil
 	}
 	a.BesidePipeline = &run
-	a.BesideCores = usage.Cores
-	a.BesideCores["machine_busy_pct"] = usage.MachineBusy
+	a.BesideCores, a.BesideBusyPct = usage.Cores, usage.MachineBusy
 	e.log.Info("stream: anchor beside the pipeline", "p50_ms", run.P50MS, "p99_ms", run.P99MS, "cpu_us_per_delivery", run.CPUPerDelivUS)
+	return nil
 }
