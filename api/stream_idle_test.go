@@ -34,9 +34,16 @@ func TestIdleStreamWaitsOutsideTheRead(t *testing.T) {
 		c.expect("price")
 		clients = append(clients, c)
 	}
-	if waiting, reading := untilWaiting(streams); waiting != streams || reading != 0 {
-		t.Fatalf("idle streams: %d serving goroutines wait in the input wait, %d reading a message; want %d and 0",
-			waiting, reading, streams)
+	idleThenSubscribe(t, "idle streams", clients)
+}
+
+// idleThenSubscribe asserts that every client's stream waits in the input
+// wait and none reads a message, then that each still takes a command.
+func idleThenSubscribe(t *testing.T, what string, clients []*wsClient) {
+	t.Helper()
+	if waiting, reading := untilWaiting(len(clients)); waiting != len(clients) || reading != 0 {
+		t.Fatalf("%s: %d serving goroutines wait in the input wait, %d reading a message; want %d and 0",
+			what, waiting, reading, len(clients))
 	}
 	for _, c := range clients {
 		c.subscribe("s001")
@@ -111,15 +118,7 @@ func TestIdleStreamTakesPingsAndPongsInTheWait(t *testing.T) {
 	if got := pongs.Load(); got < streams {
 		t.Errorf("the clients' pings got %d pongs; want %d", got, streams)
 	}
-	if waiting, reading := untilWaiting(streams); waiting != streams || reading != 0 {
-		t.Fatalf("after pings and pongs: %d serving goroutines in the input wait, %d reading a message; want %d and 0",
-			waiting, reading, streams)
-	}
-	for _, c := range clients {
-		c.subscribe("s001")
-		c.expect("subscribed")
-		c.expect("price")
-	}
+	idleThenSubscribe(t, "after pings and pongs", clients)
 }
 
 // hasFrame reports whether goroutine dump g has a frame (not its "created
