@@ -55,9 +55,11 @@ type replica struct {
 // the reads of many requests rarely meet on one.
 const replicaShards = 64
 
+// replicaShard's lock orders its writers; readers take none
+// (replicaStore).
 type replicaShard struct {
-	mu sync.RWMutex
-	st replicaStore
+	mu sync.Mutex
+	st *replicaStore
 }
 
 // replicaItem is one market's price item as Redis holds it.
@@ -86,13 +88,10 @@ func (rp *replica) shard(id string) (*replicaShard, uint64) {
 }
 
 // get returns the item of id, if the replica holds one. Its body is
-// shared: read it, never change it.
+// shared: read it, never change it. It takes no lock.
 func (rp *replica) get(id string) (replicaItem, bool) {
 	s, h := rp.shard(id)
-	s.mu.RLock()
-	it, ok := s.st.get(h, id)
-	s.mu.RUnlock()
-	return it, ok
+	return s.st.get(h, id)
 }
 
 // put stores it for id unless the replica holds the same or a higher
@@ -135,7 +134,7 @@ func (rp *replica) clear() {
 	for i := range rp.shards {
 		s := &rp.shards[i]
 		s.mu.Lock()
-		s.st = newReplicaStore()
+		s.st.reset()
 		s.mu.Unlock()
 	}
 	rp.items.Store(0)

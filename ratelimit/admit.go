@@ -51,7 +51,7 @@ func (l *Limiter) Admit(ctx context.Context, addr, account string) (Admission, e
 	// Refused while another lease of the window may still be out: its
 	// unused places come back when it ends (within a sweep and a round
 	// trip after); ask again then, once.
-	t := time.NewTimer(min(wait, LeaseLength) + leaseSweep + l.cfg.Timeout)
+	t := time.NewTimer(min(wait, LongLeaseLength) + leaseSweep + l.cfg.Timeout)
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -121,9 +121,10 @@ func (l *Limiter) fallbackAdmit(addr, account string, cause error) (Admission, e
 type admitGroup struct {
 	account string
 	// n is how many requests the window call counts; want the lease it
-	// asks for besides.
-	n, want int
-	cmd     *redis.Cmd
+	// asks for besides, for leaseFor.
+	n, want  int
+	leaseFor time.Duration
+	cmd      *redis.Cmd
 	// w is the call's answer (windowScript), once read.
 	w   []int64
 	err error
@@ -143,8 +144,8 @@ func (g *admitGroup) answer() ([]int64, error) {
 }
 
 // windowArgs are the window call's arguments for n requests and a lease of want.
-func (l *Limiter) windowArgs(n, want int) []any {
-	return []any{l.cfg.Limit, l.cfg.Window.Milliseconds(), n, want, leaseReserve(l.cfg.Limit), LeaseLength.Milliseconds()}
+func (l *Limiter) windowArgs(n, want int, leaseFor time.Duration) []any {
+	return []any{l.cfg.Limit, l.cfg.Window.Milliseconds(), n, want, leaseReserve(l.cfg.Limit), max(leaseFor, LeaseLength).Milliseconds()}
 }
 
 // admitBatch decides a batch of admissions in one pipeline: one PTTL per
@@ -177,9 +178,9 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 	}
 	for _, g := range groups {
 		if l.leasing() {
-			g.want = l.leases.want(g.account, sent)
+			g.want, g.leaseFor = l.leases.want(g.account, sent)
 		}
-		g.cmd = windowScript.EvalSha(ctx, p, l.windowKeys(g.account), l.windowArgs(g.n, g.want)...)
+		g.cmd = windowScript.EvalSha(ctx, p, l.windowKeys(g.account), l.windowArgs(g.n, g.want, g.leaseFor)...)
 	}
 	// Each request judges its own commands: a lost script, or on Redis
 	// Cluster a shard that did not answer, fails only the requests whose
@@ -198,11 +199,17 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 	var back []refund
 	for _, g := range groups {
 		w, err := g.answer()
-		if err != nil || w[1] == 0 {
+		if err != nil {
+			continue
+		}
+		if l.leasing() && len(w) > 5 {
+			l.leases.room(g.account, slices.Max(w[5:]))
+		}
+		if w[1] == 0 {
 			continue
 		}
 		if l.leasing() {
-			if old := l.leases.grant(g.account, w[3], l.cfg.Window.Milliseconds(), w[5+w[0]:], w[2], sent); old.pos != nil {
+			if old := l.leases.grant(g.account, w[3], l.cfg.Window.Milliseconds(), w[5+w[0]:], w[2], sent, g.leaseFor); old.pos != nil {
 				back = append(back, old)
 			}
 		} else {
@@ -310,7 +317,7 @@ func (l *Limiter) rerunLost(ctx context.Context, groups map[string]*admitGroup) 
 		if p == nil {
 			p = l.rdb.Pipeline()
 		}
-		g.cmd = windowScript.Eval(ctx, p, l.windowKeys(g.account), l.windowArgs(g.n, g.want)...)
+		g.cmd = windowScript.Eval(ctx, p, l.windowKeys(g.account), l.windowArgs(g.n, g.want, g.leaseFor)...)
 	}
 	if p == nil {
 		return

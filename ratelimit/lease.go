@@ -23,12 +23,24 @@ import (
 // A lease lasts LeaseLength at most and never past its window. Its size is
 // what the account sent this node during the last LeaseLength, when that
 // is at least leaseMinRate, up to leaseMax.
+//
+// An account that sends a node fewer (a poller every half second, say) gets
+// a long lease instead, while its window is far from full: LongLeaseLength
+// (at most a twentieth of the window; none in windows under 2 s),
+// sized to what it sent during the last LongLeaseLength when that is at
+// least longLeaseMinRate. Far from full means the last answer left at least
+// half the window: a long lease holds places longer, and a request refused
+// while one is out waits up to its end (Admit), which only a window filled
+// within a LongLeaseLength could meet.
 const (
 	LeaseLength  = 100 * time.Millisecond
 	leaseMinRate = 4
 	leaseMax     = 1024
 	// leaseSweep is how often ended leases give their places back.
 	leaseSweep = LeaseLength / 4
+
+	LongLeaseLength  = 2 * time.Second
+	longLeaseMinRate = 3
 )
 
 // leaseReserve is how many places of a window are never leased.
@@ -36,8 +48,10 @@ func leaseReserve(limit int) int { return max(1, limit/20) }
 
 type leases struct {
 	limit int
-	mu    sync.Mutex
-	m     map[string]*lease
+	// long is a long lease's length (longLease); 0: none.
+	long time.Duration
+	mu   sync.Mutex
+	m    map[string]*lease
 }
 
 // lease is one account's lease on this node, and its recent rate.
@@ -50,13 +64,28 @@ type lease struct {
 	// clock, both reckoned from before the round trip: early, never late).
 	ends, windowEnd time.Time
 	// seen counts the account's requests since since; rate is the count of
-	// the previous LeaseLength.
-	seen, rate int
-	since      time.Time
+	// the previous LeaseLength. seenLong and rateLong are the same over
+	// LongLeaseLength.
+	seen, rate         int
+	since              time.Time
+	seenLong, rateLong int
+	sinceLong          time.Time
+	// far: the window's last answer left at least half of it.
+	far bool
 }
 
-func newLeases(limit int) *leases {
-	return &leases{limit: limit, m: map[string]*lease{}}
+func newLeases(limit int, window time.Duration) *leases {
+	return &leases{limit: limit, long: longLease(window), m: map[string]*lease{}}
+}
+
+// longLease is the length of a long lease in a window: LongLeaseLength,
+// at most a twentieth of the window, and 0 (none) when that is no longer
+// than a short lease.
+func longLease(window time.Duration) time.Duration {
+	if d := min(LongLeaseLength, window/20); d > LeaseLength {
+		return d
+	}
+	return 0
 }
 
 // take counts a request of account and, when use is set and the account
@@ -66,13 +95,20 @@ func (ls *leases) take(account string, use bool, now time.Time) (Result, bool) {
 	defer ls.mu.Unlock()
 	e := ls.m[account]
 	if e == nil {
-		e = &lease{since: now}
+		e = &lease{since: now, sinceLong: now}
 		ls.m[account] = e
 	}
 	if now.Sub(e.since) >= LeaseLength {
 		e.rate, e.seen, e.since = e.seen, 0, now
 	}
+	if d := now.Sub(e.sinceLong); d >= LongLeaseLength {
+		e.rateLong, e.seenLong, e.sinceLong = e.seenLong, 0, now
+		if d >= 2*LongLeaseLength {
+			e.rateLong = 0 // the last whole stretch had none
+		}
+	}
 	e.seen++
+	e.seenLong++
 	if !use || len(e.pos) == 0 || !now.Before(e.ends) {
 		return Result{}, false
 	}
@@ -81,31 +117,43 @@ func (ls *leases) take(account string, use bool, now time.Time) (Result, bool) {
 	return Result{Allowed: true, Limit: ls.limit, Remaining: max(ls.limit-1-int(p), 0), ResetAfter: e.windowEnd.Sub(now)}, true
 }
 
-// want is the lease size to ask for account: 0 while it holds one with
-// places, or sends this node too little for a lease to pay.
-func (ls *leases) want(account string, now time.Time) int {
+// want is the lease to ask for account, its size and length: 0 while it
+// holds one with places, or sends this node too little for a lease to pay.
+func (ls *leases) want(account string, now time.Time) (int, time.Duration) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	e := ls.m[account]
 	if e == nil || len(e.pos) > 0 && now.Before(e.ends) {
-		return 0
+		return 0, 0
 	}
-	r := max(e.rate, e.seen)
-	if r < leaseMinRate {
-		return 0
+	if r := max(e.rate, e.seen); r >= leaseMinRate {
+		return min(r, leaseMax), LeaseLength
 	}
-	return min(r, leaseMax)
+	if r := max(e.rateLong, e.seenLong); ls.long > 0 && e.far && r >= longLeaseMinRate {
+		return min(r, leaseMax), ls.long
+	}
+	return 0, 0
+}
+
+// room records what the window's last answer for account left: the
+// highest position it handed out, of limit.
+func (ls *leases) room(account string, highest int64) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if e := ls.m[account]; e != nil {
+		e.far = int64(ls.limit)-1-highest >= int64(ls.limit/2)
+	}
 }
 
 // grant keeps the places a window call leased to account; sent is when the
 // call was sent, resetMS its answer's time until the window ends. Places of
 // an earlier lease not handed out yet are returned for refunding.
-func (ls *leases) grant(account string, start, windowMS int64, pos []int64, resetMS int64, sent time.Time) (back refund) {
+func (ls *leases) grant(account string, start, windowMS int64, pos []int64, resetMS int64, sent time.Time, length time.Duration) (back refund) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	e := ls.m[account]
 	if e == nil {
-		e = &lease{since: sent}
+		e = &lease{since: sent, sinceLong: sent}
 		ls.m[account] = e
 	}
 	if len(e.pos) > 0 {
@@ -114,7 +162,7 @@ func (ls *leases) grant(account string, start, windowMS int64, pos []int64, rese
 	e.start, e.windowMS = start, windowMS
 	e.pos = append([]int64(nil), pos...)
 	e.windowEnd = sent.Add(time.Duration(resetMS) * time.Millisecond)
-	e.ends = sent.Add(LeaseLength)
+	e.ends = sent.Add(length)
 	if e.windowEnd.Before(e.ends) {
 		e.ends = e.windowEnd
 	}
@@ -139,7 +187,7 @@ func (ls *leases) sweep(now time.Time, all bool) []refund {
 			out = append(out, refund{account: a, start: e.start, windowMS: e.windowMS, pos: e.pos})
 			e.pos = nil
 		}
-		if len(e.pos) == 0 && now.Sub(e.since) > 10*LeaseLength {
+		if len(e.pos) == 0 && now.Sub(e.since) > 10*LeaseLength && now.Sub(e.sinceLong) > 2*LongLeaseLength {
 			delete(ls.m, a)
 		}
 	}

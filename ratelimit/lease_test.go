@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -254,5 +255,120 @@ func TestParseSuspect(t *testing.T) {
 		if ok != c.ok || addr != c.addr {
 			t.Errorf("parseSuspect(%q) = %q, %v; want %q, %v", c.in, addr, ok, c.addr, c.ok)
 		}
+	}
+}
+
+// TestLongLeasePolicy: an account that sends a node too few requests for a
+// short lease gets a long one, sized to what it sent in the last
+// LongLeaseLength, only while its window's last answer left half of it;
+// an account that sends many gets short leases as before.
+func TestLongLeasePolicy(t *testing.T) {
+	ls := newLeases(1000, time.Minute)
+	t0 := time.Unix(1_000_000, 0)
+	now := t0
+	slow := func(n int) { // n requests, 300 ms apart
+		for range n {
+			now = now.Add(300 * time.Millisecond)
+			ls.take("slow", true, now)
+		}
+	}
+	slow(1)
+	if n, _ := ls.want("slow", now); n != 0 {
+		t.Fatalf("a first request asks for a lease of %d, want none", n)
+	}
+	slow(8) // 2.4 s: the last LongLeaseLength held 7
+	if n, _ := ls.want("slow", now); n != 0 {
+		t.Fatalf("with no answer from the window yet, a lease of %d was asked, want none", n)
+	}
+	ls.room("slow", 10) // 989 of 1000 left
+	n, length := ls.want("slow", now)
+	if n < longLeaseMinRate || length != LongLeaseLength {
+		t.Fatalf("a slow account far from its limit asks for %d places for %v, want at least %d for %v", n, length, longLeaseMinRate, LongLeaseLength)
+	}
+	ls.room("slow", 600) // 399 left: under half
+	if n, _ := ls.want("slow", now); n != 0 {
+		t.Fatalf("a slow account past half its window asks for a lease of %d, want none", n)
+	}
+	// Granted: it hands out its places until the lease ends, then asks again.
+	ls.room("slow", 10)
+	ls.grant("slow", 0, 60_000, []int64{11, 12, 13}, 60_000, now, LongLeaseLength)
+	for _, want := range []int{1000 - 1 - 11, 1000 - 1 - 12} {
+		now = now.Add(300 * time.Millisecond)
+		res, ok := ls.take("slow", true, now)
+		if !ok || res.Remaining != want {
+			t.Fatalf("take from the lease: %v %+v, want Remaining %d", ok, res, want)
+		}
+	}
+	if n, _ := ls.want("slow", now); n != 0 {
+		t.Fatalf("asks for %d more while the lease holds places", n)
+	}
+	now = now.Add(LongLeaseLength)
+	if _, ok := ls.take("slow", true, now); ok {
+		t.Fatal("a place was handed out after the lease ended")
+	}
+	if back := ls.sweep(now, false); len(back) != 1 || !slices.Equal(back[0].pos, []int64{13}) {
+		t.Fatalf("the ended lease gave back %+v, want place 13", back)
+	}
+	// A busy account: 10 requests within 100 ms get a short lease.
+	for i := range 10 {
+		ls.take("busy", true, now.Add(time.Duration(i)*5*time.Millisecond))
+	}
+	if n, length := ls.want("busy", now.Add(50*time.Millisecond)); n != 10 || length != LeaseLength {
+		t.Fatalf("a busy account asks for %d places for %v, want 10 for %v", n, length, LeaseLength)
+	}
+	// An account that stopped: its long rate falls to 0.
+	now = now.Add(3 * LongLeaseLength)
+	ls.take("slow", true, now)
+	if n, _ := ls.want("slow", now); n != 0 {
+		t.Fatalf("after %v of silence a lease of %d was asked, want none", 3*LongLeaseLength, n)
+	}
+}
+
+// TestSlowPollersAdmittedFromLongLeases: accounts that each send a node a
+// few requests a second (pollers) are admitted mostly from long leases on
+// a real Redis, and when another node then drains the window, the places
+// those leases hold come back: the nodes together accept exactly the limit.
+func TestSlowPollersAdmittedFromLongLeases(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	const limit, accounts = 400, 20
+	w := time.Minute
+	cfg := Config{Limit: limit, Window: w, AuthFailLimit: 20, AuthFailWindow: time.Minute, Prefix: prefix, Timeout: 2 * time.Second}
+	a, b := mustNewInternal(t, rdb, cfg), mustNewInternal(t, rdb, cfg)
+	runLimiter(t, a)
+	roomInWindow(t, rdb, w, 10*time.Second)
+	ctx := context.Background()
+	accepted := map[string]int{}
+	// Each account polls a every 100 ms for 3 s: 30 requests, 4 a second
+	// is under leaseMinRate a LeaseLength.
+	for range 30 {
+		for i := range accounts {
+			acc := fmt.Sprintf("acc%d", i)
+			adm, err := a.Admit(ctx, "192.0.2.1", acc)
+			if err != nil || !adm.Window.Allowed {
+				t.Fatalf("Admit %s on a: %+v, %v", acc, adm, err)
+			}
+			accepted[acc]++
+		}
+		time.Sleep(100 * time.Millisecond) // the pollers' pace is what the test is about
+	}
+	total := uint64(30 * accounts)
+	if leased := a.leased.Load(); leased < total/2 {
+		t.Errorf("%d of %d admissions came from leases (%d round trips), want most", leased, total, a.trips.Load())
+	}
+	t.Logf("%d admissions: %d from leases, %d round trips", total, a.leased.Load(), a.trips.Load())
+	// b drains acc0's window while a still holds its lease: it gets every
+	// place left, a's unused ones included once they come back.
+	for {
+		adm, err := b.Admit(ctx, "192.0.2.1", "acc0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !adm.Window.Allowed {
+			break
+		}
+		accepted["acc0"]++
+	}
+	if accepted["acc0"] != limit {
+		t.Fatalf("accepted %d for acc0 across the nodes, want exactly %d", accepted["acc0"], limit)
 	}
 }

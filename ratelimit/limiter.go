@@ -108,7 +108,7 @@ func New(rdb redis.UniversalClient, cfg Config, peers func() int, now func() tim
 	}
 	return &Limiter{
 		rdb: rdb, cfg: cfg, fallback: newLocal(peers, now), refunding: make(chan struct{}, 8),
-		leases: newLeases(cfg.Limit), suspects: newSuspects(),
+		leases: newLeases(cfg.Limit, cfg.Window), suspects: newSuspects(),
 	}, nil
 }
 

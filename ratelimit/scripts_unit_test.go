@@ -115,7 +115,7 @@ func TestWindowScriptCountsRequestsAtOnce(t *testing.T) {
 		k                int
 		accepted, before int64
 	}{{7, 7, 0}, {5, 3, 7}, {2, 0, 10}} {
-		vals, err := windowScript.Run(ctx, f.rdb, l.windowKeys("acc"), l.windowArgs(c.k, 0)...).Int64Slice()
+		vals, err := windowScript.Run(ctx, f.rdb, l.windowKeys("acc"), l.windowArgs(c.k, 0, 0)...).Int64Slice()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +154,7 @@ func TestWindowScriptLease(t *testing.T) {
 	ctx := context.Background()
 	call := func(k, want int) []int64 {
 		t.Helper()
-		vals, err := windowScript.Run(ctx, f.rdb, l.windowKeys("acc"), l.windowArgs(k, want)...).Int64Slice()
+		vals, err := windowScript.Run(ctx, f.rdb, l.windowKeys("acc"), l.windowArgs(k, want, 0)...).Int64Slice()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -120,7 +121,8 @@ func run() int {
 	ingestFlags(fs, &ingestParams)
 	pollFlags(fs, &pollParams)
 	streamFlags(fs, &streamParams)
-	var bareAddr, bareBody, bareBodies string
+	var bareAddr, bareBody, bareBodies, selfProfile string
+	fs.StringVar(&selfProfile, "self-profile", "", "write mdbench's own CPU profile (the load generator's) over the whole run to this file")
 	fs.StringVar(&bareAddr, "serve-bare", "", "internal: serve the bare baseline on this address")
 	fs.StringVar(&bareBody, "bare-body", "", "internal: the body the bare baseline returns")
 	fs.StringVar(&bareBodies, "bare-bodies", "", "internal: the bodies the bare baseline returns, by query string (JSON)")
@@ -168,6 +170,19 @@ func run() int {
 		return 2
 	}
 	o.Machine = machineFacts(o.Bin)
+	if selfProfile != "" {
+		f, err := os.Create(selfProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mdbench: -self-profile:", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "mdbench: -self-profile:", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -68,11 +68,13 @@ func pollFlags(fs *flag.FlagSet, p *PollParams) {
 
 // Goals of issue 18 for real polling.
 const (
-	goalPollRatio        = 0.50
-	goalPollP99MS        = 10.0
-	goalPollStaleP99MS   = 100.0 // answer staleness
-	goalPollRSSMB        = 400.0
-	goalPGPerAppliedUS   = 50.0
+	goalPollRatio      = 0.50
+	goalPollP99MS      = 10.0
+	goalPollStaleP99MS = 100.0 // answer staleness
+	goalPollRSSMB      = 400.0
+	goalPGPerAppliedUS = 50.0
+	// goalIngestFreshP99MS: ingest at 5,000 updates/s beside the poll load.
+	goalIngestFreshP99MS = 100.0
 	pollCaptureWorkers   = 8
 	pollKeyWorkers       = 8
 	pollRSSEvery         = 500 * time.Millisecond
@@ -196,6 +198,10 @@ func runPollBench(ctx context.Context, o *Options, log *slog.Logger) (any, error
 	children := map[int]string{ing.Pid(): "ingest", nodes[0].Pid(): pollNames[0], nodes[1].Pid(): pollNames[1]}
 	env := roundEnv{sb: sb, ing: ing, pub: pub, sched: sched, api: apiNodes, bare: pollNode{"bare", bare.Addr},
 		nodes: nodes, children: children, pg: sb.PG}
+	if res.Quiet, err = quietFreshness(ctx, ing, p.Warmup, p.Duration/2); err != nil {
+		return nil, err
+	}
+	log.Info("poll: ingest alone", "freshness_p50_ms", res.Quiet.P50MS, "freshness_p99_ms", res.Quiet.P99MS)
 	for r := range p.Rounds {
 		if o.Profile && r == p.Rounds-1 {
 			env.profiles = map[string]string{
@@ -272,4 +278,24 @@ func startPollNodes(ctx context.Context, o *Options, sb *Sandbox, dsn string, lo
 		}
 	}
 	return started, errors.Join(errs...)
+}
+
+// quietFreshness is ingest's freshness metric over d, after settle, with
+// the publisher running and no pollers.
+func quietFreshness(ctx context.Context, ing *Child, settle, d time.Duration) (HistSummary, error) {
+	if err := sleepCtx(ctx, settle); err != nil {
+		return HistSummary{}, err
+	}
+	before, err := ing.Metrics(ctx)
+	if err != nil {
+		return HistSummary{}, err
+	}
+	if err := sleepCtx(ctx, d); err != nil {
+		return HistSummary{}, err
+	}
+	after, err := ing.Metrics(ctx)
+	if err != nil {
+		return HistSummary{}, err
+	}
+	return after.Sub(before).SecondsHistogram("marketdata_ingest_freshness_seconds"), nil
 }

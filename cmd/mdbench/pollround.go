@@ -32,11 +32,20 @@ type roundEnv struct {
 func (e *roundEnv) round(ctx context.Context, pollers []*Poller, p PollParams) (PollRound, error) {
 	var round PollRound
 	cpu := SampleCPUNamed(e.children)
+	bareBefore, err := e.ing.Metrics(ctx)
+	if err != nil {
+		return round, err
+	}
 	b, err := pollRun(ctx, pollers, pollSpec{Nodes: []pollNode{e.bare}, Conns: p.Conns, Warmup: p.Warmup, Duration: p.Duration})
 	if err != nil {
 		return round, fmt.Errorf("bare: %w", err)
 	}
 	round.CPUBare = SampleCPUNamed(e.children).UsageSince(cpu)
+	bareAfter, err := e.ing.Metrics(ctx)
+	if err != nil {
+		return round, err
+	}
+	round.IngestFreshnessBare = bareAfter.Sub(bareBefore).SecondsHistogram("marketdata_ingest_freshness_seconds")
 
 	names := make([]string, len(e.api))
 	for i, n := range e.api {
