@@ -69,13 +69,15 @@ func (r *Reader) BeginPrices(ctx context.Context, ids []string, pos int64) *Pric
 	p := &PricesRead{r: r, ids: ids, items: make([]PriceItem, len(ids)), epoch: r.g.now()}
 	rep := r.replicaFor(ctx, pos)
 	replicated := 0
+	if rep != nil {
+		rep.getMany(ids, func(i int, it replicaItem) {
+			p.items[i] = PriceItem{Found: true, Served: it.served, Body: it.body, Gen: it.gen, Seq: it.seq}
+			replicated++
+		})
+	}
 	for i, id := range ids {
-		if rep != nil {
-			if it, ok := rep.get(id); ok {
-				p.items[i] = PriceItem{Found: true, Served: it.served, Body: it.body, Gen: it.gen, Seq: it.seq}
-				replicated++
-				continue
-			}
+		if p.items[i].Found {
+			continue // from the replica
 		}
 		if it, ok := r.prices.get(id); ok {
 			p.items[i], p.held = it, append(p.held, i)

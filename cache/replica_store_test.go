@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -86,10 +87,11 @@ func TestReplicaStoreModel(t *testing.T) {
 	t.Logf("%d items, %d sharing a hash, %d compactions, %d chunks, table %d", st.count(), colliding, compactions, len(st.state.Load().chunks), len(st.state.Load().table))
 }
 
-// BenchmarkReplicaGet reads random items of a replica the size of the
-// poll benchmark's world (250,000 items of 350 bytes): the lookups miss the
+// BenchmarkReplicaSnapshot reads 50 random items of a replica the size of
+// the poll benchmark's world (250,000 items of 350 bytes), as a snapshot
+// does: one by one (get) and in one call (getMany). The lookups miss the
 // CPU's caches as a busy node's do.
-func BenchmarkReplicaGet(b *testing.B) {
+func BenchmarkReplicaSnapshot(b *testing.B) {
 	rp := newReplica()
 	const n = 250_000
 	ids := make([]string, n)
@@ -99,15 +101,34 @@ func BenchmarkReplicaGet(b *testing.B) {
 		rp.put(ids[i], replicaItem{gen: 1, seq: 1, served: true, body: body})
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	b.ResetTimer()
-	sum := 0
-	for range b.N {
-		it, _ := rp.get(ids[rng.IntN(n)])
-		sum += len(it.body)
+	lists := make([][]string, 1024)
+	for i := range lists {
+		for range 50 {
+			lists[i] = append(lists[i], ids[rng.IntN(n)])
+		}
 	}
-	if sum != b.N*len(body) {
-		b.Fatal("missing items")
-	}
+	out := make([]byte, 0, 50*len(body))
+	b.Run("get", func(b *testing.B) {
+		for i := range b.N {
+			out = out[:0]
+			for _, id := range lists[i%len(lists)] {
+				it, _ := rp.get(id)
+				out = append(out, it.body...)
+			}
+			if len(out) != 50*len(body) {
+				b.Fatal("missing items")
+			}
+		}
+	})
+	b.Run("getMany", func(b *testing.B) {
+		for i := range b.N {
+			out = out[:0]
+			rp.getMany(lists[i%len(lists)], func(_ int, it replicaItem) { out = append(out, it.body...) })
+			if len(out) != 50*len(body) {
+				b.Fatal("missing items")
+			}
+		}
+	})
 }
 
 // TestReplicaStoreReadsWhileWriting: readers that take no lock, running
@@ -193,4 +214,34 @@ func TestReplicaStoreReadsWhileWriting(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	t.Logf("%d reads", reads.Load())
+}
+
+// TestReplicaGetMany: getMany finds what get finds, in order, over more
+// ids than one warming pass takes, with ids the replica lacks among them.
+func TestReplicaGetMany(t *testing.T) {
+	rp := newReplica()
+	var ids []string
+	for i := range 150 {
+		id := fmt.Sprintf("m%d", i)
+		ids = append(ids, id)
+		if i%7 != 3 {
+			rp.put(id, replicaItem{gen: int64(i), seq: int64(i), body: []byte(id)})
+		}
+	}
+	var got []int
+	rp.getMany(ids, func(i int, it replicaItem) {
+		if string(it.body) != ids[i] || it.gen != int64(i) {
+			t.Errorf("item %d: %q at %d, want %q", i, it.body, it.gen, ids[i])
+		}
+		got = append(got, i)
+	})
+	var want []int
+	for i, id := range ids {
+		if _, ok := rp.get(id); ok {
+			want = append(want, i)
+		}
+	}
+	if !slices.Equal(got, want) || len(want) != 150-21 {
+		t.Fatalf("getMany found %v, get %v", got, want)
+	}
 }
