@@ -176,12 +176,16 @@ func run() int {
 			fmt.Fprintln(os.Stderr, "mdbench: -self-profile:", err)
 			return 2
 		}
-		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
 			fmt.Fprintln(os.Stderr, "mdbench: -self-profile:", err)
 			return 2
 		}
-		defer pprof.StopCPUProfile()
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "mdbench: -self-profile:", err)
+			}
+		}()
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
