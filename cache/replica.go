@@ -56,7 +56,10 @@ type replica struct {
 
 // replicaShards spreads the replica's locks: a notice of many markets and
 // the reads of many requests rarely meet on one.
-const replicaShards = 64
+const (
+	replicaShardBits = 6
+	replicaShards    = 1 << replicaShardBits
+)
 
 // replicaShard's lock orders its writers; readers take none
 // (replicaStore).
@@ -115,11 +118,11 @@ func (rp *replica) getMany(ids []string, found func(i int, it replicaItem)) {
 		var touched uint64
 		for i := range part {
 			st := rp.shards[hs[i]%replicaShards].st.state.Load()
-			touched += atomic.LoadUint64(&st.table[int(hs[i])&(len(st.table)-1)])
+			touched += atomic.LoadUint64(&st.table[home(hs[i], len(st.table)-1)])
 		}
 		for i := range part {
 			st := rp.shards[hs[i]%replicaShards].st.state.Load()
-			e := atomic.LoadUint64(&st.table[int(hs[i])&(len(st.table)-1)])
+			e := atomic.LoadUint64(&st.table[home(hs[i], len(st.table)-1)])
 			if e&entryHeld != 0 {
 				if b := st.at(e); len(b) > 0 {
 					touched += uint64(b[0])

@@ -165,7 +165,7 @@ func (s *replicaStore) get(h uint64, id string) (replicaItem, bool) {
 func (st *replicaState) find(h uint64, id string) ([]byte, bool) {
 	mask := len(st.table) - 1
 	tag := entryTag(h)
-	for i := int(h) & mask; ; i = (i + 1) & mask {
+	for i := home(h, mask); ; i = (i + 1) & mask {
 		e := atomic.LoadUint64(&st.table[i])
 		if e == 0 {
 			return nil, false
@@ -188,7 +188,7 @@ func (st *replicaState) find(h uint64, id string) ([]byte, bool) {
 func (s *replicaStore) index(st *replicaState, h uint64, id string) int {
 	mask := len(st.table) - 1
 	tag := entryTag(h)
-	for i := int(h) & mask; ; i = (i + 1) & mask {
+	for i := home(h, mask); ; i = (i + 1) & mask {
 		e := st.table[i]
 		if e == 0 {
 			return -1
@@ -217,27 +217,37 @@ func (s *replicaStore) put(h uint64, id string, it replicaItem) (old replicaItem
 		st = s.rehash(max(replicaMinTable, nextPow2((s.n+1)*2)))
 	}
 	e, st := s.write(st, true, h, id, it)
-	insert(st.table, h, e, true)
-	s.used++
+	if insert(st.table, h, e, true) {
+		s.used++
+	}
 	s.n++
 	s.maybeCompact()
 	return old, had
 }
 
-// insert puts entry e in the first empty place of h's probe in table,
-// atomically when the table is published.
-func insert(table []uint64, h, e uint64, published bool) {
+// insert puts entry e in the first free place of h's probe in table (an
+// empty one, or a removed one when the table is published: no reader needs
+// a removed entry), atomically when the table is published, and reports
+// whether it took an empty one.
+func insert(table []uint64, h, e uint64, published bool) (took bool) {
 	mask := len(table) - 1
-	i := int(h) & mask
-	for table[i] != 0 {
+	i := home(h, mask)
+	for table[i] != 0 && table[i] != entryGone {
 		i = (i + 1) & mask
 	}
+	took = table[i] == 0
 	if published {
 		atomic.StoreUint64(&table[i], e)
 	} else {
 		table[i] = e
 	}
+	return took
 }
+
+// home is where h's probe starts in a table of mask+1 entries: above the
+// bits that chose the shard (every id of a shard has the same low bits of
+// its hash), below the tag's.
+func home(h uint64, mask int) int { return int(h>>replicaShardBits) & mask }
 
 // rehash publishes a table of size entries built from the held ones,
 // leaving out the removed, and returns the new state.

@@ -121,9 +121,9 @@ func (l *Limiter) fallbackAdmit(addr, account string, cause error) (Admission, e
 type admitGroup struct {
 	account string
 	// n is how many requests the window call counts; want the lease it
-	// asks for besides, for leaseFor.
-	n, want  int
-	leaseFor time.Duration
+	// asks for besides, a long one when long.
+	n, want int
+	long    bool
 	cmd      *redis.Cmd
 	// w is the call's answer (windowScript), once read.
 	w   []int64
@@ -136,17 +136,30 @@ type admitGroup struct {
 func (g *admitGroup) answer() ([]int64, error) {
 	if g.w == nil && g.err == nil {
 		g.w, g.err = g.cmd.Int64Slice()
-		if g.err == nil && (len(g.w) < 5 || int64(len(g.w)) != 5+g.w[0]+g.w[1]) {
+		if g.err == nil && (len(g.w) < 6 || int64(len(g.w)) != 6+g.w[0]+g.w[1]) {
 			g.err = fmt.Errorf("ratelimit: window script answered %d values for %d places", len(g.w), g.w[0]+g.w[1])
 		}
 	}
 	return g.w, g.err
 }
 
-// windowArgs are the window call's arguments for n requests and a lease of want.
-func (l *Limiter) windowArgs(n, want int, leaseFor time.Duration) []any {
-	return []any{l.cfg.Limit, l.cfg.Window.Milliseconds(), n, want, leaseReserve(l.cfg.Limit), max(leaseFor, LeaseLength).Milliseconds()}
+// windowArgs are the window call's arguments for n requests and a lease of
+// want, long when long is set (the script makes it long only while half the
+// window stays free).
+func (l *Limiter) windowArgs(n, want int, long bool) []any {
+	var longMS int64
+	if long {
+		longMS = l.leases.long.Milliseconds()
+	}
+	return []any{l.cfg.Limit, l.cfg.Window.Milliseconds(), n, want, leaseReserve(l.cfg.Limit), LeaseLength.Milliseconds(),
+		longMS, l.cfg.Limit / 2}
 }
+
+// leasePlaces are the lease's positions in a window call's answer w, and
+// leaseLength how long the lease lasts.
+func leasePlaces(w []int64) []int64 { return w[5+w[0] : 5+w[0]+w[1]] }
+
+func leaseLength(w []int64) time.Duration { return time.Duration(w[len(w)-1]) * time.Millisecond }
 
 // admitBatch decides a batch of admissions in one pipeline: one PTTL per
 // address and one window call per account, however many of the batch's
@@ -178,9 +191,9 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 	}
 	for _, g := range groups {
 		if l.leasing() {
-			g.want, g.leaseFor = l.leases.want(g.account, sent)
+			g.want, g.long = l.leases.want(g.account, sent)
 		}
-		g.cmd = windowScript.EvalSha(ctx, p, l.windowKeys(g.account), l.windowArgs(g.n, g.want, g.leaseFor)...)
+		g.cmd = windowScript.EvalSha(ctx, p, l.windowKeys(g.account), l.windowArgs(g.n, g.want, g.long)...)
 	}
 	// Each request judges its own commands: a lost script, or on Redis
 	// Cluster a shard that did not answer, fails only the requests whose
@@ -202,18 +215,15 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 		if err != nil {
 			continue
 		}
-		if l.leasing() && len(w) > 5 {
-			l.leases.room(g.account, slices.Max(w[5:]))
-		}
 		if w[1] == 0 {
 			continue
 		}
 		if l.leasing() {
-			if old := l.leases.grant(g.account, w[3], l.cfg.Window.Milliseconds(), w[5+w[0]:], w[2], sent, g.leaseFor); old.pos != nil {
+			if old := l.leases.grant(g.account, w[3], l.cfg.Window.Milliseconds(), leasePlaces(w), w[2], sent, leaseLength(w)); old.pos != nil {
 				back = append(back, old)
 			}
 		} else {
-			back = append(back, refund{account: g.account, start: w[3], windowMS: l.cfg.Window.Milliseconds(), pos: w[5+w[0]:]})
+			back = append(back, refund{account: g.account, start: w[3], windowMS: l.cfg.Window.Milliseconds(), pos: leasePlaces(w)})
 		}
 	}
 	// What a window counted beyond the requests given a place (blocked
@@ -317,7 +327,7 @@ func (l *Limiter) rerunLost(ctx context.Context, groups map[string]*admitGroup) 
 		if p == nil {
 			p = l.rdb.Pipeline()
 		}
-		g.cmd = windowScript.Eval(ctx, p, l.windowKeys(g.account), l.windowArgs(g.n, g.want, g.leaseFor)...)
+		g.cmd = windowScript.Eval(ctx, p, l.windowKeys(g.account), l.windowArgs(g.n, g.want, g.long)...)
 	}
 	if p == nil {
 		return

@@ -24,14 +24,15 @@ import (
 // what the account sent this node during the last LeaseLength, when that
 // is at least leaseMinRate, up to leaseMax.
 //
-// An account that sends a node fewer (a poller every half second, say) gets
-// a long lease instead, while its window is far from full: LongLeaseLength
-// (at most a twentieth of the window; none in windows under 2 s),
-// sized to what it sent during the last LongLeaseLength when that is at
-// least longLeaseMinRate. Far from full means the last answer left at least
-// half the window: a long lease holds places longer, and a request refused
-// while one is out waits up to its end (Admit), which only a window filled
-// within a LongLeaseLength could meet.
+// An account that sends a node fewer (a poller every half second, say) asks
+// for a long lease instead: LongLeaseLength (at most a twentieth of the
+// window; none in windows under 2 s), sized to what it sent during the last
+// LongLeaseLength when that is at least longLeaseMinRate. The window script
+// makes it long only while half the window stays free after the grant (it
+// knows how many places are free; a node does not), else it is a short one:
+// a long lease holds places longer, and a request refused while one is out
+// waits up to its end (Admit), which only an account that uses half its
+// window within a LongLeaseLength can meet.
 const (
 	LeaseLength  = 100 * time.Millisecond
 	leaseMinRate = 4
@@ -70,8 +71,6 @@ type lease struct {
 	since              time.Time
 	seenLong, rateLong int
 	sinceLong          time.Time
-	// far: the window's last answer left at least half of it.
-	far bool
 }
 
 func newLeases(limit int, window time.Duration) *leases {
@@ -98,8 +97,11 @@ func (ls *leases) take(account string, use bool, now time.Time) (Result, bool) {
 		e = &lease{since: now, sinceLong: now}
 		ls.m[account] = e
 	}
-	if now.Sub(e.since) >= LeaseLength {
+	if d := now.Sub(e.since); d >= LeaseLength {
 		e.rate, e.seen, e.since = e.seen, 0, now
+		if d >= 2*LeaseLength {
+			e.rate = 0 // the last whole stretch had none
+		}
 	}
 	if d := now.Sub(e.sinceLong); d >= LongLeaseLength {
 		e.rateLong, e.seenLong, e.sinceLong = e.seenLong, 0, now
@@ -117,32 +119,23 @@ func (ls *leases) take(account string, use bool, now time.Time) (Result, bool) {
 	return Result{Allowed: true, Limit: ls.limit, Remaining: max(ls.limit-1-int(p), 0), ResetAfter: e.windowEnd.Sub(now)}, true
 }
 
-// want is the lease to ask for account, its size and length: 0 while it
-// holds one with places, or sends this node too little for a lease to pay.
-func (ls *leases) want(account string, now time.Time) (int, time.Duration) {
+// want is the lease to ask for account, its size and whether long: 0 while
+// it holds one with places, or sends this node too little for a lease to
+// pay.
+func (ls *leases) want(account string, now time.Time) (int, bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	e := ls.m[account]
 	if e == nil || len(e.pos) > 0 && now.Before(e.ends) {
-		return 0, 0
+		return 0, false
 	}
 	if r := max(e.rate, e.seen); r >= leaseMinRate {
-		return min(r, leaseMax), LeaseLength
+		return min(r, leaseMax), false
 	}
-	if r := max(e.rateLong, e.seenLong); ls.long > 0 && e.far && r >= longLeaseMinRate {
-		return min(r, leaseMax), ls.long
+	if r := max(e.rateLong, e.seenLong); ls.long > 0 && r >= longLeaseMinRate {
+		return min(r, leaseMax), true
 	}
-	return 0, 0
-}
-
-// room records what the window's last answer for account left: the
-// highest position it handed out, of limit.
-func (ls *leases) room(account string, highest int64) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if e := ls.m[account]; e != nil {
-		e.far = int64(ls.limit)-1-highest >= int64(ls.limit/2)
-	}
+	return 0, false
 }
 
 // grant keeps the places a window call leased to account; sent is when the

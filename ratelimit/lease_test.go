@@ -259,13 +259,13 @@ func TestParseSuspect(t *testing.T) {
 }
 
 // TestLongLeasePolicy: an account that sends a node too few requests for a
-// short lease gets a long one, sized to what it sent in the last
-// LongLeaseLength, only while its window's last answer left half of it;
-// an account that sends many gets short leases as before.
+// short lease asks for a long one, sized to what it sent in the last
+// LongLeaseLength (the window script decides whether it is long); an
+// account that sends many asks for short leases as before; rates fall to 0
+// after a silence; windows under 2 s get no long leases.
 func TestLongLeasePolicy(t *testing.T) {
 	ls := newLeases(1000, time.Minute)
-	t0 := time.Unix(1_000_000, 0)
-	now := t0
+	now := time.Unix(1_000_000, 0)
 	slow := func(n int) { // n requests, 300 ms apart
 		for range n {
 			now = now.Add(300 * time.Millisecond)
@@ -277,20 +277,11 @@ func TestLongLeasePolicy(t *testing.T) {
 		t.Fatalf("a first request asks for a lease of %d, want none", n)
 	}
 	slow(8) // 2.4 s: the last LongLeaseLength held 7
-	if n, _ := ls.want("slow", now); n != 0 {
-		t.Fatalf("with no answer from the window yet, a lease of %d was asked, want none", n)
-	}
-	ls.room("slow", 10) // 989 of 1000 left
-	n, length := ls.want("slow", now)
-	if n < longLeaseMinRate || length != LongLeaseLength {
-		t.Fatalf("a slow account far from its limit asks for %d places for %v, want at least %d for %v", n, length, longLeaseMinRate, LongLeaseLength)
-	}
-	ls.room("slow", 600) // 399 left: under half
-	if n, _ := ls.want("slow", now); n != 0 {
-		t.Fatalf("a slow account past half its window asks for a lease of %d, want none", n)
+	n, long := ls.want("slow", now)
+	if n < longLeaseMinRate || !long {
+		t.Fatalf("a slow account asks for %d places (long %v), want at least %d, long", n, long, longLeaseMinRate)
 	}
 	// Granted: it hands out its places until the lease ends, then asks again.
-	ls.room("slow", 10)
 	ls.grant("slow", 0, 60_000, []int64{11, 12, 13}, 60_000, now, LongLeaseLength)
 	for _, want := range []int{1000 - 1 - 11, 1000 - 1 - 12} {
 		now = now.Add(300 * time.Millisecond)
@@ -313,14 +304,25 @@ func TestLongLeasePolicy(t *testing.T) {
 	for i := range 10 {
 		ls.take("busy", true, now.Add(time.Duration(i)*5*time.Millisecond))
 	}
-	if n, length := ls.want("busy", now.Add(50*time.Millisecond)); n != 10 || length != LeaseLength {
-		t.Fatalf("a busy account asks for %d places for %v, want 10 for %v", n, length, LeaseLength)
+	if n, long := ls.want("busy", now.Add(50*time.Millisecond)); n != 10 || long {
+		t.Fatalf("a busy account asks for %d places (long %v), want 10, short", n, long)
 	}
-	// An account that stopped: its long rate falls to 0.
+	// After a silence both rates fall to 0: no lease for one request.
 	now = now.Add(3 * LongLeaseLength)
+	ls.take("busy", true, now)
 	ls.take("slow", true, now)
-	if n, _ := ls.want("slow", now); n != 0 {
-		t.Fatalf("after %v of silence a lease of %d was asked, want none", 3*LongLeaseLength, n)
+	for _, a := range []string{"busy", "slow"} {
+		if n, _ := ls.want(a, now); n != 0 {
+			t.Fatalf("%s: after %v of silence a lease of %d was asked, want none", a, 3*LongLeaseLength, n)
+		}
+	}
+	// A 2 s window has no long leases.
+	short := newLeases(1000, 2*time.Second)
+	for i := range 5 {
+		short.take("slow", true, now.Add(time.Duration(i)*300*time.Millisecond))
+	}
+	if n, long := short.want("slow", now.Add(1500*time.Millisecond)); n != 0 || long {
+		t.Fatalf("in a 2 s window a slow account asks for %d places (long %v), want none", n, long)
 	}
 }
 

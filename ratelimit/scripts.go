@@ -21,7 +21,9 @@ import "github.com/redis/go-redis/v9"
 //
 // A lease is granted only from what is left above ARGV[5] (the reserve),
 // so the last places of a window go to requests one by one, and it ends
-// ARGV[6] ms after it is granted: field le holds the latest end. When
+// ARGV[6] ms after it is granted — or ARGV[7] ms (a long lease, lease.go)
+// when ARGV[7] is above 0 and at least ARGV[8] places stay free after the
+// grant: field le holds the latest end. When
 // requests are refused while a lease may still be out (le not passed), the
 // answer says how long until it ends: its unused places are about to come
 // back, and the caller asks again then rather than refuse a request the
@@ -30,11 +32,13 @@ import "github.com/redis/go-redis/v9"
 // KEYS[1] the account's window (a hash: s = window start in ms, n = next
 // new position, le = end of the latest lease in ms); KEYS[2] its holes.
 // ARGV[1] limit; ARGV[2] window in ms; ARGV[3] requests; ARGV[4] lease
-// wanted; ARGV[5] reserve; ARGV[6] lease length in ms.
+// wanted; ARGV[5] reserve; ARGV[6] lease length in ms; ARGV[7] long lease
+// length in ms (0: none); ARGV[8] places a long lease leaves free.
 // Returns {accepted, leased, ms until the window ends, window start in ms,
 // ms until the latest lease ends when some were refused (else 0),
-// positions...}: the accepted requests' positions in order, then the
-// lease's. The window start is what a refund names.
+// positions..., the lease's length in ms (0: none)}: the accepted requests'
+// positions in order, then the lease's. The window start is what a refund
+// names.
 var windowScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -44,6 +48,8 @@ local k = tonumber(ARGV[3])
 local want = tonumber(ARGV[4])
 local reserve = tonumber(ARGV[5])
 local ttl = tonumber(ARGV[6])
+local longttl = tonumber(ARGV[7])
+local longfree = tonumber(ARGV[8])
 local start = now - (now % w)
 local cur = redis.call('HMGET', KEYS[1], 's', 'n', 'le')
 local n, le, holes = 0, 0, 0
@@ -59,6 +65,7 @@ local a = math.max(0, math.min(k, free))
 local g = 0
 if want > 0 then g = math.max(0, math.min(want, free - a - reserve)) end
 local out = {a, g, start + w - now, start, 0}
+local granted = 0
 local need = a + g
 if need > 0 then
   if holes > 0 then
@@ -70,11 +77,16 @@ if need > 0 then
   end
   for p = n, n + need - 1 do out[#out + 1] = p end
   n = n + need
-  if g > 0 then le = math.max(le, now + ttl) end
+  if g > 0 then
+    granted = ttl
+    if longttl > 0 and free - a - g >= longfree then granted = longttl end
+    le = math.max(le, now + granted)
+  end
   redis.call('HSET', KEYS[1], 's', start, 'n', n, 'le', le)
   redis.call('PEXPIREAT', KEYS[1], start + w)
 end
 if a < k and le > now then out[5] = le - now end
+out[#out + 1] = granted
 return out
 `)
 

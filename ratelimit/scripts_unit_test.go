@@ -115,7 +115,7 @@ func TestWindowScriptCountsRequestsAtOnce(t *testing.T) {
 		k                int
 		accepted, before int64
 	}{{7, 7, 0}, {5, 3, 7}, {2, 0, 10}} {
-		vals, err := windowScript.Run(ctx, f.rdb, l.windowKeys("acc"), l.windowArgs(c.k, 0, 0)...).Int64Slice()
+		vals, err := windowScript.Run(ctx, f.rdb, l.windowKeys("acc"), l.windowArgs(c.k, 0, false)...).Int64Slice()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,6 +123,7 @@ func TestWindowScriptCountsRequestsAtOnce(t *testing.T) {
 		for p := c.before; p < c.before+c.accepted; p++ {
 			want = append(want, p)
 		}
+		want = append(want, 0) // no lease
 		if !slices.Equal(vals, want) {
 			t.Fatalf("%d requests at once: got %v, want %v", c.k, vals, want)
 		}
@@ -152,9 +153,10 @@ func TestWindowScriptLease(t *testing.T) {
 	cfg.Limit = 40 // reserve 2
 	l := newUnitLimiter(t, f, cfg)
 	ctx := context.Background()
+	long := false
 	call := func(k, want int) []int64 {
 		t.Helper()
-		vals, err := windowScript.Run(ctx, f.rdb, l.windowKeys("acc"), l.windowArgs(k, want, 0)...).Int64Slice()
+		vals, err := windowScript.Run(ctx, f.rdb, l.windowKeys("acc"), l.windowArgs(k, want, long)...).Int64Slice()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,11 +169,21 @@ func TestWindowScriptLease(t *testing.T) {
 		}
 		return out
 	}
-	if v := call(2, 30); v[0] != 2 || v[1] != 30 || !slices.Equal(v[5:], span(0, 32)) {
-		t.Fatalf("2 requests and a lease of 30: got %v, want 2 accepted, 30 leased, positions 0..31", v)
+	pos := func(v []int64) []int64 { return v[5 : len(v)-1] }
+	length := func(v []int64) int64 { return v[len(v)-1] }
+	// A long lease asked for while half the window stays free is long.
+	long = true
+	if v := call(2, 10); v[0] != 2 || v[1] != 10 || !slices.Equal(pos(v), span(0, 12)) || length(v) != LongLeaseLength.Milliseconds() {
+		t.Fatalf("2 requests and a long lease of 10 out of 40: got %v, want 2 accepted, 10 leased, positions 0..11, for %d ms", v, LongLeaseLength.Milliseconds())
 	}
+	// One that would leave less than half is granted short.
+	if v := call(0, 20); v[1] != 20 || !slices.Equal(pos(v), span(12, 32)) || length(v) != LeaseLength.Milliseconds() {
+		t.Fatalf("a long lease of 20 with 28 left: got %v, want 20 leased, positions 12..31, for %d ms", v, LeaseLength.Milliseconds())
+	}
+	long = false
+	f.advance(LongLeaseLength)
 	// 8 left, 2 of them the reserve: a lease of 10 gets 6.
-	if v := call(0, 10); v[1] != 6 || !slices.Equal(v[5:], span(32, 38)) {
+	if v := call(0, 10); v[1] != 6 || !slices.Equal(pos(v), span(32, 38)) || length(v) != LeaseLength.Milliseconds() {
 		t.Fatalf("a lease of 10 with 8 left: got %v, want 6 leased, positions 32..37", v)
 	}
 	// Give back 5, 6 and 33 of the leases.
@@ -181,10 +193,10 @@ func TestWindowScriptLease(t *testing.T) {
 	if got := windowCount(t, f, l, "acc"); got != 35 {
 		t.Fatalf("window count after giving back 3 of 38: %d, want 35", got)
 	}
-	if v := call(4, 0); v[0] != 4 || !slices.Equal(v[5:], []int64{5, 6, 33, 38}) {
+	if v := call(4, 0); v[0] != 4 || !slices.Equal(pos(v), []int64{5, 6, 33, 38}) || length(v) != 0 {
 		t.Fatalf("4 requests: got %v, want the holes 5, 6, 33 first, then 38", v)
 	}
-	if v := call(3, 0); v[0] != 1 || v[4] != LeaseLength.Milliseconds() || !slices.Equal(v[5:], []int64{39}) {
+	if v := call(3, 0); v[0] != 1 || v[4] != LeaseLength.Milliseconds() || !slices.Equal(pos(v), []int64{39}) {
 		t.Fatalf("3 requests with 1 place left and a lease out: got %v, want 1 accepted (39), a wait of %d ms", v, LeaseLength.Milliseconds())
 	}
 	f.advance(LeaseLength)
