@@ -124,7 +124,7 @@ type admitGroup struct {
 	// asks for besides, a long one when long.
 	n, want int
 	long    bool
-	cmd      *redis.Cmd
+	cmd     *redis.Cmd
 	// w is the call's answer (windowScript), once read.
 	w   []int64
 	err error
