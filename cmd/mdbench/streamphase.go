@@ -74,6 +74,10 @@ func (e *streamEnv) measure(ctx context.Context, name string, warmup time.Durati
 	if err != nil {
 		return r, err
 	}
+	ingBefore, err := e.ing.Metrics(ctx)
+	if err != nil {
+		return r, err
+	}
 	cpu, sent, t := SampleCPUNamed(e.children), e.pub.pub.sent.Load(), time.Now()
 	e.load.phase.Store(ph)
 	err = body(ctx)
@@ -88,6 +92,12 @@ func (e *streamEnv) measure(ctx context.Context, name string, warmup time.Durati
 		return r, err
 	}
 	r.NodeFanout = after.Sub(before).SecondsHistogram("marketdata_stream_fanout_seconds")
+	ingAfter, err := e.ing.Metrics(ctx)
+	if err != nil {
+		return r, err
+	}
+	b, _, _ := ingAfter.Sub(ingBefore).Histogram("marketdata_ingest_batch_messages")
+	r.IngestBatch = [2]float64{round2(finite(Quantile(0.5, b))), round2(finite(Quantile(0.99, b)))}
 	r.Reads = after.Sub(before).ReadsOf()
 	r.StoreReads = r.Reads.Layer(storeLayer)
 	// Notices that had not reached the load tool when their delivery did

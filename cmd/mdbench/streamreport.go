@@ -67,6 +67,10 @@ type StreamPhaseResult struct {
 	// the phase (notice arrival → message written, bucketed): a check on
 	// Fanout, which the load tool measures from outside.
 	NodeFanout HistSummary `json:"node_fanout_metric"`
+	// IngestBatch is ingest's marketdata_ingest_batch_messages over the
+	// phase, p50 and p99 (messages a batch; a change notice carries a
+	// batch's prices, so its fan-out is that many updates at once).
+	IngestBatch [2]float64 `json:"ingest_batch_messages_p50_p99"`
 	// NodeCPUSeconds is the API node's CPU time over the phase; CPUPerDelivUS
 	// that over Deliveries.
 	NodeCPUSeconds float64  `json:"node_cpu_seconds"`
@@ -299,12 +303,13 @@ func (r *StreamResult) Print() {
 
 	fmt.Printf("\nramp at %.0f updates/s (anchor reference: %s)\n", p.Rate, a.Ramp)
 	tw = newTable()
-	tw.rowf("%s\n", "step\tsubs/conn\tsubscribers/market\tdeliveries/s (expected)\te2e p50/p99 ms\tfan-out p50/p99 ms\tnode's fan-out metric p50/p99 ms\tconflated\tnode µs/delivery\tcores api/ingest/gen\tnode RSS MB\tp99 ≤ 250 ms")
+	tw.rowf("%s\n", "step\tsubs/conn\tsubscribers/market\tdeliveries/s (expected)\te2e p50/p99 ms\tfan-out p50/p99 ms\tnode's fan-out metric p50/p99 ms\tingest batch p50/p99 msgs\tconflated\tnode µs/delivery\tcores api/ingest/gen\tnode RSS MB\tp99 ≤ 250 ms")
 	for _, st := range append([]StreamPhaseResult{s}, r.Ramp...) {
 		c := st.CPU.Cores
-		tw.rowf("%s\t%d\t%.0f\t%.0f (%.0f)\t%.2f / %.2f\t%.2f / %.2f\t%.2f / %.2f\t%d\t%.2f\t%.2f/%.2f/%.2f\t%.0f\t%s\n",
+		tw.rowf("%s\t%d\t%.0f\t%.0f (%.0f)\t%.2f / %.2f\t%.2f / %.2f\t%.2f / %.2f\t%.0f / %.0f\t%d\t%.2f\t%.2f/%.2f/%.2f\t%.0f\t%s\n",
 			st.Name, st.SubsPerConn, float64(st.Subscriptions)/float64(p.Hot), st.DeliveriesPerS, st.Expected,
-			st.E2E.P50MS, st.E2E.P99MS, st.Fanout.P50MS, st.Fanout.P99MS, st.NodeFanout.P50MS, st.NodeFanout.P99MS, st.Conflated, st.CPUPerDelivUS,
+			st.E2E.P50MS, st.E2E.P99MS, st.Fanout.P50MS, st.Fanout.P99MS, st.NodeFanout.P50MS, st.NodeFanout.P99MS,
+			st.IngestBatch[0], st.IngestBatch[1], st.Conflated, st.CPUPerDelivUS,
 			c["api"], c["ingest"], c["mdbench"], st.NodeRSSMB, yesNo(st.E2E.Count > 0 && st.E2E.P99MS <= goalRampP99MS))
 	}
 	tw.print()
