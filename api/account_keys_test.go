@@ -242,6 +242,7 @@ func TestAccountKeys(t *testing.T) {
 		}
 		// With the account's window used up, the same requests are 429.
 		tight := w.node(t, withLimit(2))
+		waitRoomInWindow(t, w, time.Minute, 10*time.Second)
 		fresh := akNewAccount(t, w)
 		for range 2 {
 			rtWant200(t, tight.get(t, "/public/v1/account/keys", fresh.caller))

@@ -65,6 +65,7 @@ func TestOrderOfChecks(t *testing.T) {
 			wantLimitHeaders(t, a, false)
 		}
 		// The refused requests were never counted in the account's window.
+		waitRoomInWindow(t, w, time.Minute, 10*time.Second)
 		for i, remaining := range []string{"1", "0"} {
 			a := n.get(t, "/public/v1/key", inside, from("198.51.100.6")...)
 			wantOK(t, a)

@@ -82,6 +82,7 @@ func TestErrorTable(t *testing.T) {
 		{
 			name: "window exhausted", auth: "Bearer " + busy, status: 429, code: "rate_limited", msgHas: "limit", window: true,
 			prep: func(t *testing.T, addr string) {
+				waitRoomInWindow(t, w, time.Minute, 10*time.Second)
 				for range 2 {
 					wantOK(t, n.get(t, "/public/v1/key", busy, "X-Forwarded-For", addr))
 				}

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -324,6 +325,9 @@ func TestRouteChecksOrder(t *testing.T) {
 		wantLimitHeaders(t, a, true)
 	}
 
+	// The tight node's window is the harness's minute, aligned on the Redis
+	// clock: the first request and the refused ones must fall in one.
+	waitRoomInWindow(t, w, time.Minute, 10*time.Second)
 	exhausted := rtSecret(t, w)
 	if a := tight.get(t, "/public/v1/events", exhausted); a.status != http.StatusOK {
 		t.Fatalf("first request: %d %s", a.status, a.body)
@@ -335,5 +339,20 @@ func TestRouteChecksOrder(t *testing.T) {
 		if got := a.header.Get("RateLimit-Remaining"); got != "0" {
 			t.Errorf("%s: RateLimit-Remaining = %q, want 0", path, got)
 		}
+	}
+}
+
+// waitRoomInWindow waits, on the Redis clock, until the aligned window of
+// length win has at least need left: a test that fills a window must not
+// straddle its end (the next window would admit what it expects refused).
+func waitRoomInWindow(t *testing.T, w *world, win, need time.Duration) {
+	t.Helper()
+	now, err := w.rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, wms := now.UnixMilli(), win.Milliseconds()
+	if left := time.Duration(wms-ms%wms) * time.Millisecond; left < need {
+		time.Sleep(left + 5*time.Millisecond) // the window boundary itself is what the test waits for
 	}
 }

@@ -155,6 +155,7 @@ func TestStreamFrontDoor(t *testing.T) {
 	refused(elsewhere, dialOpts{}, 403, "ip_not_allowed")
 
 	// Not an upgrade: a request of the window, then 422.
+	waitRoomInWindow(t, w, time.Minute, 10*time.Second)
 	a := n.get(t, "/public/v1/stream", good)
 	if a.status != 422 || !strings.Contains(string(a.body), "invalid_request") || a.header.Get("RateLimit-Remaining") != "2" {
 		t.Fatalf("plain GET: %d %s remaining %q; want 422 invalid_request, 2 remaining", a.status, a.body, a.header.Get("RateLimit-Remaining"))
