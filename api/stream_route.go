@@ -194,6 +194,9 @@ func (s *Server) serveStream(ws *websocket.Conn, nc net.Conn, br *bufio.Reader, 
 	if in := newStreamInput(nc, br); in != nil {
 		conn.SetInput(in)
 	}
+	if out := newStreamOutput(nc); out != nil {
+		conn.SetOutput(out)
+	}
 	conn.Serve(s.streamCtx)
 }
 

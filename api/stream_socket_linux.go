@@ -132,3 +132,65 @@ func (in *streamInput) takeFn(fd uintptr) bool {
 	in.n, _, in.err = unix.Recvfrom(int(fd), in.peek, unix.MSG_DONTWAIT)
 	return true
 }
+
+// streamOutput is a stream's socket as the fan-out workers write to it
+// (stream.Output): a write(2) on the non-blocking socket, under the
+// connection's write lock (RawConn.Write), that never waits for room: the
+// writer goroutine does that (stream.Conn.writeNow). Only the stream's
+// writer uses it, one at a time.
+type streamOutput struct {
+	raw syscall.RawConn
+	b   []byte
+	n   int
+	err error
+}
+
+// newStreamOutput is nil when the connection is not TCP: the stream's
+// writes then all go through its writer goroutine.
+func newStreamOutput(nc net.Conn) stream.Output {
+	if ec, ok := nc.(*edgeConn); ok {
+		nc = ec.Conn
+	}
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		return nil
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return &streamOutput{raw: raw}
+}
+
+func (o *streamOutput) TryWrite(b []byte) (int, error) {
+	o.b, o.n, o.err = b, 0, nil
+	err := o.raw.Write(o.writeFn)
+	o.b = nil
+	if err != nil {
+		return o.n, err
+	}
+	return o.n, o.err
+}
+
+// writeFn writes until the socket is full; it never asks the poller to
+// wait (true).
+func (o *streamOutput) writeFn(fd uintptr) bool {
+	for o.n < len(o.b) {
+		n, err := unix.Write(int(fd), o.b[o.n:])
+		if n > 0 {
+			o.n += n
+		}
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return true
+		case err != nil:
+			o.err = err
+			return true
+		case n <= 0:
+			return true
+		}
+	}
+	return true
+}

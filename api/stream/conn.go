@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"errors"
 	"hash/maphash"
 	"net"
 	"strconv"
@@ -91,8 +90,21 @@ type Conn struct {
 	sent []sentMsg
 	// expires is Info.ExpiresAt (unix ns; 0: never), for the sweep.
 	expires int64
-	// in, when set, is the socket under the stream (SetInput).
-	in Input
+	// in, when set, is the socket under the stream (SetInput); out, when
+	// set, lets a fan-out worker write to it without waiting (SetOutput).
+	in  Input
+	out Output
+	// unsent is what a write that did not wait (writeNow) left of its
+	// frames, for the writer goroutine to write first; the writer's.
+	unsent []byte
+	// pong is the payload of the pong due (pongDue) to the client's last
+	// ping: the writer writes it, as every frame (a frame of its may be
+	// half written when the client's ping is read).
+	pong    []byte
+	pongDue bool
+	// closeDone, when set, is closed once the writer stops after the close
+	// frame (echoClose waits for it).
+	closeDone chan struct{}
 }
 
 // sub is one subscribed market of one connection. The hub's topic holds
@@ -157,6 +169,21 @@ type Input interface {
 	Peek(p []byte) int
 	// Discard takes n bytes that Peek showed.
 	Discard(n int) error
+}
+
+// Output is the socket under a stream as the fan-out workers write to it
+// (SetOutput). The api package gives one for a TCP connection on Linux.
+type Output interface {
+	// TryWrite writes what of b the socket takes now, without waiting for
+	// the client: n < len(b) (and a nil error) when it is full.
+	TryWrite(b []byte) (n int, err error)
+}
+
+// SetOutput lets the fan-out workers write a connection's prices
+// themselves (writeNow) when its socket has room, instead of starting a
+// writer goroutine for each. Call it before Serve.
+func (c *Conn) SetOutput(out Output) {
+	c.out = out
 }
 
 // SetInput gives Serve the socket under the stream: then the goroutine
@@ -225,17 +252,20 @@ func (c *Conn) Serve(ctx context.Context) {
 	ws.SetPongHandler(func(string) error {
 		return ws.SetReadDeadline(time.Now().Add(pongWait))
 	})
-	// A client's ping is answered as the library's default handler does,
-	// but with the writer's deadline: the library's 1 s would also cut the
-	// writer's message in progress to a slow client.
-	wait := c.hub.cfg.StallAfter + c.hub.cfg.StallGrace
+	// A client's ping and close are answered by the writer, the only one
+	// that writes to the socket (a fan-out worker's write may have left a
+	// frame half written: writeNow), not by the library's default handlers,
+	// which write themselves.
 	ws.SetPingHandler(func(data string) error {
-		err := ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(wait))
-		var ne net.Error
-		if err == websocket.ErrCloseSent || errors.As(err, &ne) && ne.Timeout() {
-			return nil
-		}
-		return err
+		c.mu.Lock()
+		c.pong, c.pongDue = append(c.pong[:0], data...), true
+		c.kick()
+		c.mu.Unlock()
+		return nil
+	})
+	ws.SetCloseHandler(func(code int, _ string) error {
+		c.echoClose(code)
+		return nil
 	})
 	for {
 		if !c.waitRoom() {
@@ -463,7 +493,7 @@ func (c *Conn) sendError(code, message string) {
 // deliver takes a market's version from the hub: it replaces the one
 // waiting, if any (conflation), and is dropped when the connection has
 // been given this version or a newer one.
-func (st *sub) deliver(gen int64, body []byte, sum uint64, at int64) {
+func (st *sub) deliver(gen int64, body []byte, sum uint64, at int64, f *flusher) {
 	c := st.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -477,7 +507,7 @@ func (st *sub) deliver(gen int64, body []byte, sum uint64, at int64) {
 	st.sum = sum
 	c.queuePrice(st, body, at)
 	if st.acked {
-		c.kick()
+		c.claim(f)
 	}
 }
 
@@ -545,6 +575,31 @@ func (c *Conn) closeWith(code int, reason string, wait time.Duration) {
 	c.hub.m.closed(code)
 	time.AfterFunc(wait, c.cut)
 	c.kick()
+}
+
+// echoClose answers a client's close frame with its code, as the library
+// would, through the writer, and waits for it at most CloseWait: the read
+// that took the frame ends the stream (and cuts the connection) once this
+// returns. After the node's own close there is nothing to answer.
+func (c *Conn) echoClose(code int) {
+	c.mu.Lock()
+	if c.closeCode != 0 || c.ended {
+		c.mu.Unlock()
+		return
+	}
+	c.closeCode = code
+	c.closing.Store(true)
+	c.quitOnce.Do(func() { close(c.quit) })
+	done := make(chan struct{})
+	c.closeDone = done
+	c.kick()
+	c.mu.Unlock()
+	t := time.NewTimer(c.hub.cfg.CloseWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 // sendClose writes the close frame; the client's answer ends Serve's

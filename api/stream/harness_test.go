@@ -124,6 +124,14 @@ func quietConfig() Config {
 
 func startHub(t testing.TB, src Prices, cfg Config) *testHub {
 	t.Helper()
+	return startHubWith(t, src, cfg, nil)
+}
+
+// startHubWith starts a hub whose connections write through the Output
+// out makes of each (its socket, past the write counting), as the api
+// package gives one on Linux.
+func startHubWith(t testing.TB, src Prices, cfg Config, out func(net.Conn) Output) *testHub {
+	t.Helper()
 	h, err := New(src, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +150,9 @@ func startHub(t testing.TB, src Prices, cfg Config) *testHub {
 		c, err := h.Add(ws, Info{ID: "test"}, nil)
 		if err != nil {
 			return
+		}
+		if out != nil {
+			c.SetOutput(out(ws.NetConn().(countingConn).Conn))
 		}
 		c.Serve(ctx)
 	}))

@@ -326,6 +326,7 @@ func (h *Hub) Run(ctx context.Context) {
 // fanOutWorker fans out the items of its markets in the order their
 // notices came: no read, the notice's bytes to every subscriber.
 func (h *Hub) fanOutWorker(ctx context.Context, q chan []item) {
+	var f flusher
 	for {
 		var items []item
 		select {
@@ -340,8 +341,9 @@ func (h *Hub) fanOutWorker(ctx context.Context, q chan []item) {
 				h.forgetItem(it.id, it.gen)
 				continue
 			}
-			h.fanOut(it.id, it.gen, it.body, maphash.Bytes(h.seed, it.body), it.at)
+			h.fanOut(it.id, it.gen, it.body, maphash.Bytes(h.seed, it.body), it.at, &f)
 		}
+		f.flush()
 	}
 }
 
@@ -390,6 +392,7 @@ func (h *Hub) readLoop(ctx context.Context) {
 // readAndFanOut reads ids' price items and hands each newer one to its
 // subscribers; at holds when each id's notice arrived (nil: a resync).
 func (h *Hub) readAndFanOut(ctx context.Context, ids []string, at map[string]int64) {
+	var f flusher
 	for len(ids) > 0 {
 		n := min(len(ids), maxRead)
 		chunk := ids[:n]
@@ -414,15 +417,16 @@ func (h *Hub) readAndFanOut(ctx context.Context, ids []string, at map[string]int
 				h.forgetItem(chunk[i], it.Gen)
 				continue
 			}
-			h.fanOut(chunk[i], it.Gen, it.Body, maphash.Bytes(h.seed, it.Body), at[chunk[i]])
+			h.fanOut(chunk[i], it.Gen, it.Body, maphash.Bytes(h.seed, it.Body), at[chunk[i]], &f)
 		}
+		f.flush()
 	}
 }
 
 // fanOut hands a market's item to its subscribers when it is newer than
 // what the hub handed them last. (A subscriber whose own read on subscribe
 // was older than that takes the topic's item instead: Conn.subscribe.)
-func (h *Hub) fanOut(id string, gen int64, body []byte, sum uint64, at int64) {
+func (h *Hub) fanOut(id string, gen int64, body []byte, sum uint64, at int64, f *flusher) {
 	s := h.shard(id)
 	s.mu.Lock()
 	t := s.topics[id]
@@ -438,7 +442,7 @@ func (h *Hub) fanOut(id string, gen int64, body []byte, sum uint64, at int64) {
 		return
 	}
 	for _, st := range subs {
-		st.deliver(gen, body, sum, at)
+		st.deliver(gen, body, sum, at, f)
 	}
 }
 

@@ -42,12 +42,84 @@ type sentMsg struct {
 // errCut is a write after the connection was cut.
 var errCut = errors.New("stream: the connection was cut")
 
-// write is the writer: it writes what waits until nothing does, then
-// exits. Only it writes data frames and assigns seq.
+// writeWork is what one batch of the writer writes, taken from the
+// connection under its lock (takeWork); its slices are reused.
+type writeWork struct {
+	ping    bool
+	pongDue bool
+	pong    []byte
+	batch   []outMsg
+	bodies  []pendingPrice
+}
+
+// takeWork moves what waits into w: false when nothing does. c.mu is held.
+func (c *Conn) takeWork(w *writeWork) bool {
+	w.ping, w.pongDue = c.pingDue, c.pongDue
+	c.pingDue = false
+	w.pong = append(w.pong[:0], c.pong...)
+	c.pongDue, c.pong = false, nil
+	w.batch = append(w.batch[:0], c.control...)
+	clear(c.control)
+	c.control, c.controlBytes = c.control[:0], 0
+	select {
+	case c.room <- struct{}{}:
+	default:
+	}
+	clear(w.bodies)
+	w.bodies = w.bodies[:0]
+	keep := c.order[:0]
+	for _, st := range c.order {
+		switch {
+		case !st.pending || st.removed:
+			// taken already, or unsubscribed
+		case !st.acked:
+			keep = append(keep, st)
+		default:
+			w.bodies = append(w.bodies, pendingPrice{body: st.body, at: st.at})
+			st.pending, st.body = false, nil
+		}
+	}
+	clear(c.order[len(keep):])
+	c.order = keep
+	return w.ping || w.pongDue || len(w.batch) > 0 || len(w.bodies) > 0
+}
+
+// stopWriting ends the writer's turn after a failed write.
+func (c *Conn) stopWriting() {
+	c.mu.Lock()
+	c.writerStopped()
+	c.mu.Unlock()
+}
+
+// writerStopped ends the writer's turn and frees a wait for the close
+// frame (echoClose); c.mu is held.
+func (c *Conn) writerStopped() {
+	c.writing = false
+	if c.closeDone != nil {
+		close(c.closeDone)
+		c.closeDone = nil
+	}
+}
+
+// write is the writer goroutine: it writes what waits until nothing does,
+// then exits. Only the writer (this goroutine, or a fan-out worker in
+// writeNow) writes to the socket and assigns seq.
 func (c *Conn) write() {
 	defer c.writerDone.Done()
-	var batch []outMsg
-	var bodies []pendingPrice
+	if len(c.unsent) > 0 {
+		// The end of what a fan-out worker's write left (writeNow): the
+		// rest of a frame is written before anything else.
+		err := c.writeFrames(c.unsent)
+		c.writingSince.Store(0)
+		c.unsent = nil
+		if err != nil {
+			c.cut()
+			c.stopWriting()
+			return
+		}
+		c.countSent()
+	}
+	var w writeWork
 	for {
 		c.mu.Lock()
 		if c.ended {
@@ -62,57 +134,107 @@ func (c *Conn) write() {
 			if !sent {
 				c.sendClose(code, reason)
 			}
-			c.mu.Lock()
-			c.writing = false
-			c.mu.Unlock()
+			c.stopWriting()
 			return
 		}
-		ping := c.pingDue
-		c.pingDue = false
-		batch = append(batch[:0], c.control...)
-		clear(c.control)
-		c.control, c.controlBytes = c.control[:0], 0
-		select {
-		case c.room <- struct{}{}:
-		default:
-		}
-		bodies = bodies[:0]
-		keep := c.order[:0]
-		for _, st := range c.order {
-			switch {
-			case !st.pending || st.removed:
-				// taken already, or unsubscribed
-			case !st.acked:
-				keep = append(keep, st)
-			default:
-				bodies = append(bodies, pendingPrice{body: st.body, at: st.at})
-				st.pending, st.body = false, nil
-			}
-		}
-		clear(c.order[len(keep):])
-		c.order = keep
-		if !ping && len(batch) == 0 && len(bodies) == 0 {
+		if !c.takeWork(&w) {
 			c.writing, c.slow = false, false // caught up
 			c.mu.Unlock()
 			return
 		}
 		c.mu.Unlock()
-
-		if err := c.writeBatch(ping, batch, bodies); err != nil {
+		if err := c.writeBatch(&w, false); err != nil {
 			c.cut()
-			c.mu.Lock()
-			c.writing = false
-			c.mu.Unlock()
+			c.stopWriting()
 			return
 		}
 	}
 }
 
-// writeBatch writes a ping, then acks and errors, then prices: framed
-// together, up to maxWrite bytes a write (one message a write while the
-// client reads slowly). A close stops the batch between writes: the close
-// frame goes next.
-func (c *Conn) writeBatch(ping bool, batch []outMsg, prices []pendingPrice) error {
+// writeNow is the writer run by the fan-out worker that claimed the
+// connection (claim): it writes what waits with writes that never wait
+// for the client (Output.TryWrite), so a delivery to a client that keeps
+// up costs no goroutine and no switch to one. It hands the rest to a
+// writer goroutine (write) when the socket takes less than a write (the
+// client fell behind: that goroutine waits for it, with the stall
+// deadline), when a close is due, or when the client reads slowly.
+func (c *Conn) writeNow(w *writeWork) {
+	for {
+		c.mu.Lock()
+		if c.ended {
+			c.writing = false
+			c.mu.Unlock()
+			c.writerDone.Done()
+			return
+		}
+		if c.closeCode != 0 || c.slow {
+			c.mu.Unlock()
+			go c.write()
+			return
+		}
+		if !c.takeWork(w) {
+			c.writing = false
+			c.mu.Unlock()
+			c.writerDone.Done()
+			return
+		}
+		c.mu.Unlock()
+		if err := c.writeBatch(w, true); err != nil {
+			c.cut()
+			c.stopWriting()
+			c.writerDone.Done()
+			return
+		}
+		if len(c.unsent) > 0 {
+			go c.write()
+			return
+		}
+	}
+}
+
+// claim makes the fan-out worker behind f the connection's writer for
+// what waits, once its notice's items are handed out (flusher.flush);
+// without an Output, or with a writer running, it is kick. c.mu is held.
+func (c *Conn) claim(f *flusher) {
+	if f == nil || c.out == nil {
+		c.kick()
+		return
+	}
+	if c.writing || c.ended {
+		return
+	}
+	c.writing = true
+	c.writerDone.Add(1)
+	f.conns = append(f.conns, c)
+}
+
+// flusher is a fan-out worker's connections claimed while it handed out
+// a notice's items: each is written once after all of them, so that a
+// connection given several of the notice's markets gets them in one
+// write.
+type flusher struct {
+	conns []*Conn
+	w     writeWork
+}
+
+func (f *flusher) flush() {
+	for i, c := range f.conns {
+		c.writeNow(&f.w)
+		f.conns[i] = nil
+	}
+	f.conns = f.conns[:0]
+	clear(f.w.bodies)
+	clear(f.w.batch)
+}
+
+// writeBatch writes a pong and a ping, then acks and errors, then prices:
+// framed together, up to maxWrite bytes a write (one message a write while
+// the client reads slowly). A close stops the batch between writes: the
+// close frame goes next. With now, the writes never wait (Output.TryWrite):
+// once the socket takes less than a write, the rest of the batch is framed
+// into c.unsent for the writer goroutine, and the connection counts as
+// slow until it has caught up.
+func (c *Conn) writeBatch(w *writeWork, now bool) error {
 	defer c.writingSince.Store(0)
 	clear(c.sent)
 	c.sent = c.sent[:0] // framed by a batch a close stopped: never written
@@ -124,10 +246,15 @@ func (c *Conn) writeBatch(ping bool, batch []outMsg, prices []pendingPrice) erro
 			writeBufs.Put(bp)
 		}
 	}()
-	if ping {
+	if w.pongDue {
+		b = append(b, 0x80|pongFrame, byte(len(w.pong)))
+		b = append(b, w.pong...)
+	}
+	if w.ping {
 		b = append(b, 0x80|pingFrame, 0)
 	}
 	var err error
+	full := false
 	flush := func() bool {
 		if len(b) == 0 {
 			return true
@@ -135,21 +262,37 @@ func (c *Conn) writeBatch(ping bool, batch []outMsg, prices []pendingPrice) erro
 		if c.closing.Load() {
 			return false
 		}
-		err = c.writeFrames(b)
-		b = b[:0]
-		if err != nil {
-			return false
+		switch {
+		case full:
+			c.unsent = append(c.unsent, b...)
+		case now:
+			var n int
+			c.hub.m.writes.Inc()
+			if n, err = c.out.TryWrite(b); err != nil {
+				return false
+			}
+			if n < len(b) {
+				full, c.slow = true, true
+				c.unsent = append(c.unsent[:0], b[n:]...)
+			} else {
+				c.countSent()
+			}
+		default:
+			if err = c.writeFrames(b); err != nil {
+				return false
+			}
+			c.countSent()
 		}
-		c.countSent()
+		b = b[:0]
 		return true
 	}
-	for _, m := range batch {
+	for _, m := range w.batch {
 		b = c.appendMessage(b, m.typ, m.rest, nil, 0)
 		if (c.slow || len(b) >= maxWrite) && !flush() {
 			return err
 		}
 	}
-	for _, p := range prices {
+	for _, p := range w.bodies {
 		b = c.appendMessage(b, "price", nil, p.body, p.at)
 		if (c.slow || len(b) >= maxWrite) && !flush() {
 			return err

@@ -1,0 +1,187 @@
+package stream
+
+import (
+	"math/rand/v2"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fasthttp/websocket"
+)
+
+// testOutput is an Output over a connection's socket: with chop, a third
+// of its writes take only part of what they are given, cut at any byte
+// (none at all included), as a socket that fills mid-frame does.
+type testOutput struct {
+	nc    net.Conn
+	chop  bool
+	mu    sync.Mutex
+	rnd   *rand.Rand
+	calls atomic.Int64
+	short atomic.Int64
+}
+
+func (o *testOutput) TryWrite(b []byte) (int, error) {
+	o.calls.Add(1)
+	n := len(b)
+	if o.chop {
+		o.mu.Lock()
+		if o.rnd.IntN(3) == 0 {
+			n = o.rnd.IntN(len(b))
+		}
+		o.mu.Unlock()
+	}
+	if n < len(b) {
+		o.short.Add(1)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return o.nc.Write(b[:n])
+}
+
+// outputs makes the testOutputs of a hub's connections and keeps them.
+type outputs struct {
+	chop bool
+	mu   sync.Mutex
+	all  []*testOutput
+}
+
+func (os *outputs) make(nc net.Conn) Output {
+	os.mu.Lock()
+	defer os.mu.Unlock()
+	o := &testOutput{nc: nc, chop: os.chop, rnd: rand.New(rand.NewPCG(uint64(len(os.all)), 7))}
+	os.all = append(os.all, o)
+	return o
+}
+
+func (os *outputs) sum() (calls, short int64) {
+	os.mu.Lock()
+	defer os.mu.Unlock()
+	for _, o := range os.all {
+		calls += o.calls.Load()
+		short += o.short.Load()
+	}
+	return calls, short
+}
+
+// A notice's prices reach a client that keeps up through the fan-out
+// worker's own writes (writeNow): no write of the writer goroutine's.
+func TestFanOutWritesOnTheWorker(t *testing.T) {
+	src := newFakePrices()
+	ids := marketIDs(40)
+	for _, id := range ids {
+		src.set(id, 1)
+	}
+	outs := &outputs{}
+	h := startHubWith(t, src, quietConfig(), outs.make)
+	c := h.dial(t)
+	c.subscribed(ids...) // the ack and snapshot: the writer goroutine's
+	before := h.writes.Load()
+	for v := int64(2); v <= 30; v++ {
+		h.OnChange(carried(v, ids[int(v)%20:int(v)%20+20]...))
+		// One notice at a time, so that each is fanned out alone.
+		var seen []string
+		for range 20 {
+			m := c.next()
+			if m.Type != "price" || m.Version != v {
+				t.Fatalf("%+v, want a price of version %d", m, v)
+			}
+			seen = append(seen, m.MarketID)
+		}
+		slices.Sort(seen)
+		if want := ids[int(v)%20 : int(v)%20+20]; !slices.Equal(seen, want) {
+			t.Fatalf("version %d of %v, want of %v", v, seen, want)
+		}
+	}
+	calls, _ := outs.sum()
+	if got := h.writes.Load() - before; got != 0 {
+		t.Errorf("%d writes by the writer goroutine for a client that keeps up; want 0 (all by the fan-out worker)", got)
+	}
+	if calls == 0 {
+		t.Fatal("no write through the connection's Output")
+	}
+	t.Logf("29 notices of 20 prices in %d writes by the fan-out worker", calls)
+}
+
+// A write that leaves a frame half written hands the rest to the writer
+// goroutine, which writes it before anything else: whatever byte the
+// socket fills at, the client reads whole frames, in seq order (next
+// checks), every market's versions increasing up to its last, and the
+// pongs to its pings (which the writer frames too) whole between them.
+func TestFanOutShortWritesKeepFramesWhole(t *testing.T) {
+	src := newFakePrices()
+	ids := marketIDs(60)
+	for _, id := range ids {
+		src.set(id, 1)
+	}
+	outs := &outputs{chop: true}
+	h := startHubWith(t, src, quietConfig(), outs.make)
+	c := h.dial(t)
+	var pongs atomic.Int64
+	c.ws.SetPongHandler(func(data string) error {
+		if data != "are you there" {
+			t.Errorf("pong %q, want the ping's payload", data)
+		}
+		pongs.Add(1)
+		return nil
+	})
+	c.subscribed(ids...)
+
+	const last = 300
+	rnd := rand.New(rand.NewPCG(1, 2))
+	final := map[string]int64{}
+	var notices [][]string
+	for v := int64(2); v <= last; v++ {
+		n := slices.Clone(ids)
+		rnd.Shuffle(len(n), func(i, j int) { n[i], n[j] = n[j], n[i] })
+		n = n[:1+rnd.IntN(30)]
+		notices = append(notices, n)
+		for _, id := range n {
+			final[id] = v
+		}
+	}
+	go func() {
+		for i, n := range notices {
+			h.OnChange(carried(int64(i+2), n...))
+			if i%10 == 0 {
+				c.ws.WriteControl(websocket.PingMessage, []byte("are you there"), time.Now().Add(time.Second)) //nolint:errcheck // a failed ping fails the pong count
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	got := map[string]int64{}
+	for !reached(got, final) {
+		m := c.next()
+		if m.Type != "price" {
+			t.Fatalf("%+v, want a price", m)
+		}
+		if m.Version <= got[m.MarketID] {
+			t.Fatalf("%s: version %d after %d", m.MarketID, m.Version, got[m.MarketID])
+		}
+		got[m.MarketID] = m.Version
+	}
+	// The pongs come within the next reads.
+	c.ws.WriteControl(websocket.PingMessage, []byte("are you there"), time.Now().Add(time.Second)) //nolint:errcheck // as above
+	c.quiet(200 * time.Millisecond)
+	calls, short := outs.sum()
+	t.Logf("%d writes by the fan-out worker, %d of them short; %d pongs", calls, short, pongs.Load())
+	if short == 0 {
+		t.Fatal("no short write: the test did not cut a frame")
+	}
+	if pongs.Load() == 0 {
+		t.Error("no pong to 31 pings")
+	}
+}
+
+func reached(got, final map[string]int64) bool {
+	for id, v := range final {
+		if got[id] < v {
+			return false
+		}
+	}
+	return true
+}
