@@ -324,7 +324,10 @@ func (h *Hub) Run(ctx context.Context) {
 }
 
 // fanOutWorker fans out the items of its markets in the order their
-// notices came: no read, the notice's bytes to every subscriber.
+// notices came: no read, the notice's bytes to every subscriber. It hands
+// out every notice waiting in its queue before it writes (flusher.flush):
+// under load the backlog is then each connection's newest version of each
+// market (conflated), written together, not old notices written in turn.
 func (h *Hub) fanOutWorker(ctx context.Context, q chan []item) {
 	var f flusher
 	for {
@@ -334,16 +337,25 @@ func (h *Hub) fanOutWorker(ctx context.Context, q chan []item) {
 			return
 		case items = <-q:
 		}
-		for _, it := range items {
-			if it.body == nil {
-				// Left the served set (or no price yet): a later
-				// subscribe must not take the topic's old item.
-				h.forgetItem(it.id, it.gen)
-				continue
-			}
-			h.fanOut(it.id, it.gen, it.body, maphash.Bytes(h.seed, it.body), it.at, &f)
+		h.handOut(items, &f)
+		for n := len(q); n > 0; n-- {
+			h.handOut(<-q, &f)
 		}
 		f.flush()
+	}
+}
+
+// handOut gives a notice's items of a worker's markets to their
+// subscribers; f collects the connections to write.
+func (h *Hub) handOut(items []item, f *flusher) {
+	for _, it := range items {
+		if it.body == nil {
+			// Left the served set (or no price yet): a later subscribe
+			// must not take the topic's old item.
+			h.forgetItem(it.id, it.gen)
+			continue
+		}
+		h.fanOut(it.id, it.gen, it.body, maphash.Bytes(h.seed, it.body), it.at, f)
 	}
 }
 

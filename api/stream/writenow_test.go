@@ -18,6 +18,8 @@ import (
 type testOutput struct {
 	nc    net.Conn
 	chop  bool
+	// gate, when set, holds the next write until it is closed.
+	gate  atomic.Pointer[chan struct{}]
 	mu    sync.Mutex
 	rnd   *rand.Rand
 	calls atomic.Int64
@@ -26,6 +28,9 @@ type testOutput struct {
 
 func (o *testOutput) TryWrite(b []byte) (int, error) {
 	o.calls.Add(1)
+	if g := o.gate.Swap(nil); g != nil {
+		<-*g
+	}
 	n := len(b)
 	if o.chop {
 		o.mu.Lock()
@@ -184,4 +189,79 @@ func reached(got, final map[string]int64) bool {
 		}
 	}
 	return true
+}
+
+// Notices that wait for a busy fan-out worker are handed out together
+// before it writes again: a client gets each market's newest version
+// once (conflated), not every notice's in turn.
+func TestFanOutBacklogConflated(t *testing.T) {
+	src := newFakePrices()
+	ids := marketIDs(20)
+	for _, id := range ids {
+		src.set(id, 1)
+	}
+	cfg := quietConfig()
+	cfg.Workers = 1
+	outs := &outputs{}
+	h := startHubWith(t, src, cfg, outs.make)
+	c := h.dial(t)
+	c.subscribed(ids...)
+	gate := make(chan struct{})
+	outs.mu.Lock()
+	outs.all[0].gate.Store(&gate)
+	outs.mu.Unlock()
+	h.OnChange(carried(2, ids...)) // its write waits at the gate
+	for outs.all[0].gate.Load() != nil {
+		time.Sleep(time.Millisecond)
+	}
+	for v := int64(3); v <= 20; v++ {
+		h.OnChange(carried(v, ids...))
+	}
+	close(gate)
+	for _, want := range []int64{2, 20} {
+		var seen []string
+		for range ids {
+			m := c.next()
+			if m.Type != "price" || m.Version != want {
+				t.Fatalf("%+v, want a price of version %d", m, want)
+			}
+			seen = append(seen, m.MarketID)
+		}
+		slices.Sort(seen)
+		if !slices.Equal(seen, ids) {
+			t.Fatalf("version %d of %v, want of every market once", want, seen)
+		}
+	}
+	c.quiet(200 * time.Millisecond)
+}
+
+// The fan-out worker's writes move the write deadline as the writer
+// goroutine's do: a deadline the goroutine set for its last write (the
+// subscribe's ack) fails every write once it passes, which cut streams a
+// while after they subscribed (StallAfter + StallGrace + 2 s: 32.5 s by
+// default, 2.2 s here).
+func TestFanOutWritesMoveTheDeadline(t *testing.T) {
+	src := newFakePrices()
+	ids := marketIDs(5)
+	for _, id := range ids {
+		src.set(id, 1)
+	}
+	cfg := quietConfig()
+	cfg.StallAfter, cfg.StallGrace = 100*time.Millisecond, 100*time.Millisecond
+	outs := &outputs{}
+	h := startHubWith(t, src, cfg, outs.make)
+	c := h.dial(t)
+	c.subscribed(ids...)
+	for v := int64(2); v <= 30; v++ {
+		h.OnChange(carried(v, ids...))
+		for range ids {
+			if m := c.next(); m.Type != "price" || m.Version != v {
+				t.Fatalf("%+v, want a price of version %d", m, v)
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // 2.9 s in all
+	}
+	if h.writes.Load() == 0 {
+		t.Fatal("no write of the goroutine's: nothing set a deadline")
+	}
 }

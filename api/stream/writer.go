@@ -266,6 +266,12 @@ func (c *Conn) writeBatch(w *writeWork, now bool) error {
 		case full:
 			c.unsent = append(c.unsent, b...)
 		case now:
+			// The deadline matters to a write that does not wait too: one
+			// passed fails it (a cut is one), so it moves as the writer
+			// goroutine's does.
+			if _, err = c.startWrite(); err != nil {
+				return false
+			}
 			var n int
 			c.hub.m.writes.Inc()
 			if n, err = c.out.TryWrite(b); err != nil {
