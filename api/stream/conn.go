@@ -26,11 +26,12 @@ type Info struct {
 	ExpiresAt time.Time
 }
 
-// Conn is one stream. Its reader is Serve's goroutine; its writer is a
-// goroutine started when something waits to be written and gone when
-// nothing does (an idle connection costs no writer), never two at once.
-// The writer frames everything that waits itself and writes it to the
-// socket in one write (writer.go), not one write per message.
+// Conn is one stream. Its reader is Serve's goroutine; its writer, never
+// two at once, is the fan-out worker that handed it a notice's prices
+// (writeNow) or a goroutine started when something else waits or the
+// client fell behind, gone when nothing waits (an idle connection costs no
+// writer). The writer frames everything that waits itself and writes it to
+// the socket in one write (writer.go), not one write per message.
 type Conn struct {
 	hub  *Hub
 	ws   *websocket.Conn
@@ -58,7 +59,8 @@ type Conn struct {
 	order []*sub
 	// pingDue asks the writer for a ping.
 	pingDue bool
-	// writing: a writer goroutine runs.
+	// writing: a writer runs (a goroutine, or a fan-out worker that
+	// claimed the connection).
 	writing bool
 	// closeCode is the close the writer sends next (0: none).
 	closeCode   int
@@ -68,8 +70,10 @@ type Conn struct {
 	// released: Serve is returning, the connection is the server's again;
 	// nothing may touch it.
 	released bool
-	// closing is closeCode != 0, for the writer between messages.
+	// closing is closeCode != 0, for the writer between messages; isCut:
+	// cut ran (startWrite must not move its deadline back).
 	closing atomic.Bool
+	isCut   atomic.Bool
 
 	// writingSince is when the message being written started (unix ns;
 	// 0: none is): the sweep closes a connection whose write waits longer
@@ -147,7 +151,13 @@ type outMsg struct {
 }
 
 func newConn(h *Hub, ws *websocket.Conn, info Info, onEnd func()) *Conn {
-	c := &Conn{hub: h, ws: ws, nc: ws.NetConn(), Info: info, subs: map[string]*sub{}, onEnd: onEnd,
+	// The writer writes to the connection under a wrapper that keeps the
+	// library's own writes from waiting (api.streamConn).
+	nc := ws.NetConn()
+	if u, ok := nc.(interface{ Underlying() net.Conn }); ok {
+		nc = u.Underlying()
+	}
+	c := &Conn{hub: h, ws: ws, nc: nc, Info: info, subs: map[string]*sub{}, onEnd: onEnd,
 		room: make(chan struct{}, 1), quit: make(chan struct{})}
 	c.nextPing.Store(time.Now().Add(h.cfg.PingEvery).UnixNano())
 	if !info.ExpiresAt.IsZero() {
@@ -529,7 +539,7 @@ func (c *Conn) kick() {
 	}
 	c.writing = true
 	c.writerDone.Add(1)
-	go c.write()
+	go c.write(nil)
 }
 
 // Close ends the connection with code: the close frame goes out after the
@@ -602,14 +612,26 @@ func (c *Conn) echoClose(code int) {
 	}
 }
 
-// sendClose writes the close frame; the client's answer ends Serve's
-// read, and Close's timer cuts the connection if none comes.
+// sendClose writes the close frame (the writer frames it, as every
+// frame: the library's own writes never wait, see api.streamConn); the
+// client's answer ends Serve's read, and Close's timer cuts the connection
+// if none comes.
 func (c *Conn) sendClose(code int, reason string) {
 	deadline := time.Now().Add(c.hub.cfg.CloseWait)
 	if code == CloseStalled {
 		deadline = time.Now().Add(c.hub.cfg.StallGrace)
 	}
-	if err := c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), deadline); err != nil {
+	payload := websocket.FormatCloseMessage(code, reason)
+	if len(payload) > 125 { // a control frame's most (RFC 6455 §5.5)
+		payload = payload[:125]
+	}
+	b := append([]byte{0x80 | closeFrame, byte(len(payload))}, payload...)
+	if err := c.nc.SetWriteDeadline(deadline); err != nil || c.isCut.Load() {
+		c.cut()
+		return
+	}
+	c.deadlineSet = 0 // the next write moves it again
+	if _, err := c.nc.Write(b); err != nil {
 		c.cut()
 	}
 }
@@ -619,6 +641,7 @@ func (c *Conn) sendClose(code int, reason string) {
 // (closing it here would free its descriptor under a writer that may
 // still hold it).
 func (c *Conn) cut() {
+	c.isCut.Store(true)
 	c.quitOnce.Do(func() { close(c.quit) })
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -162,7 +162,11 @@ func startHubWith(t testing.TB, src Prices, cfg Config, out func(net.Conn) Outpu
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer scancel()
-		h.Shutdown(sctx) //nolint:errcheck // cut then
+		// A connection whose writer never stops (its writerDone never
+		// done) holds Shutdown until the deadline: that is a failure.
+		if err := h.Shutdown(sctx); err != nil {
+			t.Errorf("hub shutdown: %v (%d streams still open)", err, h.Open())
+		}
 		cancel()
 		<-done
 		srv.Close()

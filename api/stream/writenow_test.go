@@ -1,23 +1,29 @@
 package stream
 
 import (
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fasthttp/websocket"
+	"golang.org/x/sys/unix"
+
+	"github.com/marketdata/marketdata/internal/notice"
 )
 
 // testOutput is an Output over a connection's socket: with chop, a third
 // of its writes take only part of what they are given, cut at any byte
 // (none at all included), as a socket that fills mid-frame does.
 type testOutput struct {
-	nc    net.Conn
-	chop  bool
+	nc   net.Conn
+	chop bool
 	// gate, when set, holds the next write until it is closed.
 	gate  atomic.Pointer[chan struct{}]
 	mu    sync.Mutex
@@ -263,5 +269,90 @@ func TestFanOutWritesMoveTheDeadline(t *testing.T) {
 	}
 	if h.writes.Load() == 0 {
 		t.Fatal("no write of the goroutine's: nothing set a deadline")
+	}
+}
+
+// shortOutput takes at most room bytes a write, like a socket with little
+// room left: every write of the fan-out worker hands over to the writer
+// goroutine.
+type shortOutput struct {
+	nc   net.Conn
+	room int
+}
+
+func (o *shortOutput) TryWrite(b []byte) (int, error) {
+	return o.nc.Write(b[:min(len(b), o.room)])
+}
+
+// A client that reads slowly but steadily is never closed when the
+// fan-out worker's write comes up short: the writer goroutine takes the
+// rest of the batch one message a write, so StallAfter bounds one message,
+// not the batch (as it did with one write of the whole rest: 500 prices of
+// 2 KB, cut 1006 after 2.3 s).
+func TestFanOutShortWriteSlowSteadyReaderKept(t *testing.T) {
+	src := newFakePrices()
+	ids := marketIDs(500)
+	for _, id := range ids {
+		src.set(id, 1)
+	}
+	cfg := quietConfig()
+	cfg.Workers = 1
+	cfg.StallAfter, cfg.StallGrace = 800*time.Millisecond, 300*time.Millisecond
+	h := startHubWith(t, src, cfg, func(nc net.Conn) Output {
+		raw, err := nc.(*net.TCPConn).SyscallConn()
+		if err == nil {
+			raw.Control(func(fd uintptr) { //nolint:errcheck // as the api package: best effort
+				unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, 16<<10) //nolint:errcheck // as above
+			})
+		}
+		return &shortOutput{nc: nc, room: 100}
+	})
+	d := websocket.Dialer{NetDial: func(network, addr string) (net.Conn, error) {
+		c, err := net.Dial(network, addr)
+		if err == nil {
+			c.(*net.TCPConn).SetReadBuffer(256 << 10) //nolint:errcheck // a bigger buffer only makes it easier
+		}
+		return c, err
+	}}
+	ws, _, err := d.Dial(h.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close() //nolint:errcheck // the test is over
+	c := &client{t: t, ws: ws}
+	c.subscribed(ids...)
+	n := notice.Change{Markets: ids}
+	for _, id := range ids {
+		n.Prices = append(n.Prices, notice.Price{ID: id, Gen: 2, Served: true,
+			Body: fmt.Appendf(nil, `{"market_id":%q,"version":2,"pad":"%s"}`, id, strings.Repeat("y", 2000))})
+	}
+	h.OnChange(n)
+	// One message each 5 ms: each waits far less than StallAfter/16, the
+	// 500 take 2.5 s, three times StallAfter.
+	for range ids {
+		time.Sleep(5 * time.Millisecond)
+		if m := c.next(); m.Type != "price" || m.Version != 2 {
+			t.Fatalf("%+v, want a price of version 2", m)
+		}
+	}
+}
+
+// A client's close frame is answered with its code by the writer (the
+// library's default handler, which wrote it itself, is replaced).
+func TestClientCloseEchoed(t *testing.T) {
+	src := newFakePrices()
+	src.set("m000", 1)
+	outs := &outputs{}
+	h := startHubWith(t, src, quietConfig(), outs.make)
+	c := h.dial(t)
+	c.subscribed("m000")
+	if err := c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(4000, "bye"), time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	c.ws.SetReadDeadline(time.Now().Add(2 * time.Second)) //nolint:errcheck // the read reports it
+	_, _, err := c.ws.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != 4000 {
+		t.Fatalf("read after the client's close: %v, want the close answered with 4000", err)
 	}
 }

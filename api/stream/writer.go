@@ -3,6 +3,7 @@ package stream
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -12,10 +13,13 @@ import (
 // socket in one write: a WebSocket frame from a server is a two to ten
 // byte header and the payload, unmasked, so a batch is those back to back.
 // (The WebSocket library writes one frame per call, one write(2) each:
-// that was a third of a busy node's CPU.) The library still reads, and
-// writes control frames (the pong to a client's ping, the close frame):
-// a write to a TCP connection is never interleaved with another, so each
-// frame stays whole.
+// that was a third of a busy node's CPU.) The writer is the fan-out worker
+// that claimed the connection (writeNow, writes that never wait) or a
+// writer goroutine (write, which waits for a client that fell behind).
+// A write that does not wait may leave a frame half written, so the writer
+// frames every frame the node sends, control frames too (pongs, the close
+// frame, the answer to a client's close); the library only reads, and its
+// own close on a client's protocol error never waits (api.streamConn).
 
 // maxWrite is how many bytes of frames one write carries (a message
 // longer than that is written alone): about ten price messages, a quarter
@@ -50,6 +54,10 @@ type writeWork struct {
 	pong    []byte
 	batch   []outMsg
 	bodies  []pendingPrice
+	// framedBatch and framedBodies count the messages of batch and bodies
+	// a batch written without waiting framed before the socket filled
+	// (writeBatch): the rest goes to the writer goroutine.
+	framedBatch, framedBodies int
 }
 
 // takeWork moves what waits into w: false when nothing does. c.mu is held.
@@ -103,12 +111,13 @@ func (c *Conn) writerStopped() {
 
 // write is the writer goroutine: it writes what waits until nothing does,
 // then exits. Only the writer (this goroutine, or a fan-out worker in
-// writeNow) writes to the socket and assigns seq.
-func (c *Conn) write() {
+// writeNow) writes to the socket and assigns seq. rest, when not nil, is
+// what a fan-out worker's batch left (writeNow): the end of the frame it
+// could not write (c.unsent) goes first, then the messages it had not
+// framed, one a write like any slow client's.
+func (c *Conn) write(rest *writeWork) {
 	defer c.writerDone.Done()
 	if len(c.unsent) > 0 {
-		// The end of what a fan-out worker's write left (writeNow): the
-		// rest of a frame is written before anything else.
 		err := c.writeFrames(c.unsent)
 		c.writingSince.Store(0)
 		c.unsent = nil
@@ -118,6 +127,13 @@ func (c *Conn) write() {
 			return
 		}
 		c.countSent()
+	}
+	if rest != nil && (len(rest.batch) > 0 || len(rest.bodies) > 0) {
+		if err := c.writeBatch(rest, false); err != nil {
+			c.cut()
+			c.stopWriting()
+			return
+		}
 	}
 	var w writeWork
 	for {
@@ -169,7 +185,7 @@ func (c *Conn) writeNow(w *writeWork) {
 		}
 		if c.closeCode != 0 || c.slow {
 			c.mu.Unlock()
-			go c.write()
+			go c.write(nil)
 			return
 		}
 		if !c.takeWork(w) {
@@ -186,7 +202,10 @@ func (c *Conn) writeNow(w *writeWork) {
 			return
 		}
 		if len(c.unsent) > 0 {
-			go c.write()
+			// The socket is full: the rest of the batch goes to a writer
+			// goroutine, by reference (the notices' bytes), not framed.
+			rest := &writeWork{batch: slices.Clone(w.batch[w.framedBatch:]), bodies: slices.Clone(w.bodies[w.framedBodies:])}
+			go c.write(rest)
 			return
 		}
 	}
@@ -231,13 +250,16 @@ func (f *flusher) flush() {
 // framed together, up to maxWrite bytes a write (one message a write while
 // the client reads slowly). A close stops the batch between writes: the
 // close frame goes next. With now, the writes never wait (Output.TryWrite):
-// once the socket takes less than a write, the rest of the batch is framed
-// into c.unsent for the writer goroutine, and the connection counts as
-// slow until it has caught up.
+// once the socket takes less than a write, what it did not take is kept in
+// c.unsent, the batch stops (w.framedBatch and w.framedBodies say where),
+// and the connection counts as slow until it has caught up: the writer
+// goroutine writes the rest, so the stall deadline still bounds one
+// message, not a batch.
 func (c *Conn) writeBatch(w *writeWork, now bool) error {
 	defer c.writingSince.Store(0)
 	clear(c.sent)
 	c.sent = c.sent[:0] // framed by a batch a close stopped: never written
+	w.framedBatch, w.framedBodies = 0, 0
 	bp := writeBufs.Get().(*[]byte)
 	b := (*bp)[:0]
 	defer func() {
@@ -254,7 +276,6 @@ func (c *Conn) writeBatch(w *writeWork, now bool) error {
 		b = append(b, 0x80|pingFrame, 0)
 	}
 	var err error
-	full := false
 	flush := func() bool {
 		if len(b) == 0 {
 			return true
@@ -262,10 +283,7 @@ func (c *Conn) writeBatch(w *writeWork, now bool) error {
 		if c.closing.Load() {
 			return false
 		}
-		switch {
-		case full:
-			c.unsent = append(c.unsent, b...)
-		case now:
+		if now {
 			// The deadline matters to a write that does not wait too: one
 			// passed fails it (a cut is one), so it moves as the writer
 			// goroutine's does.
@@ -278,28 +296,27 @@ func (c *Conn) writeBatch(w *writeWork, now bool) error {
 				return false
 			}
 			if n < len(b) {
-				full, c.slow = true, true
+				c.slow = true
 				c.unsent = append(c.unsent[:0], b[n:]...)
-			} else {
-				c.countSent()
-			}
-		default:
-			if err = c.writeFrames(b); err != nil {
 				return false
 			}
-			c.countSent()
+		} else if err = c.writeFrames(b); err != nil {
+			return false
 		}
+		c.countSent()
 		b = b[:0]
 		return true
 	}
 	for _, m := range w.batch {
 		b = c.appendMessage(b, m.typ, m.rest, nil, 0)
+		w.framedBatch++
 		if (c.slow || len(b) >= maxWrite) && !flush() {
 			return err
 		}
 	}
 	for _, p := range w.bodies {
 		b = c.appendMessage(b, "price", nil, p.body, p.at)
+		w.framedBodies++
 		if (c.slow || len(b) >= maxWrite) && !flush() {
 			return err
 		}
@@ -354,22 +371,19 @@ func (c *Conn) startWrite() (int64, error) {
 		return now, err
 	}
 	// A cut (a deadline in the past) that came before this deadline must
-	// not be undone by it.
-	select {
-	case <-c.quit:
-		if !c.closing.Load() {
-			return now, errCut
-		}
-	default:
+	// not be undone by it: cut marks itself before it sets its deadline.
+	if c.isCut.Load() {
+		return now, errCut
 	}
 	return now, nil
 }
 
 // WebSocket opcodes the writer frames (RFC 6455 §5.2).
 const (
-	textFrame = 0x1
-	pingFrame = 0x9
-	pongFrame = 0xA
+	textFrame  = 0x1
+	closeFrame = 0x8
+	pingFrame  = 0x9
+	pongFrame  = 0xA
 )
 
 // appendMessage appends one text frame to b: {"type":typ,"seq":N then
