@@ -43,19 +43,6 @@ func sendWritten(c *fiber.Ctx) error {
 	return nil
 }
 
-// sendWrittenAt is sendWritten for an answer that shows position pos (a
-// price snapshot): its ETag names pos after the body's hash, "<hash>-<pos>",
-// so that the client's next If-None-Match tells any node what it has seen
-// (seenPosition).
-func sendWrittenAt(c *fiber.Ctx, pos int64) error {
-	if notModifiedAt(c, c.Response().Body(), pos) {
-		c.Response().ResetBody()
-		return c.SendStatus(fiber.StatusNotModified)
-	}
-	c.Status(fiber.StatusOK)
-	return nil
-}
-
 // notModified sets the ETag and caching headers of a 200 with body and says
 // whether the client's If-None-Match holds that tag (304).
 func notModified(c *fiber.Ctx, body []byte) bool { return notModifiedAt(c, body, 0) }
@@ -64,7 +51,12 @@ func notModified(c *fiber.Ctx, body []byte) bool { return notModifiedAt(c, body,
 // none is named).
 func notModifiedAt(c *fiber.Ctx, body []byte, pos int64) bool {
 	var tag [40]byte
-	etag := appendTag(tag[:0], body, pos)
+	return notModifiedTag(c, appendTag(tag[:0], body, pos))
+}
+
+// notModifiedTag sets the caching headers of an answer whose ETag is etag
+// and says whether the client's If-None-Match holds it (304).
+func notModifiedTag(c *fiber.Ctx, etag []byte) bool {
 	h := &c.Response().Header
 	h.SetBytesV(fiber.HeaderETag, etag)
 	h.Set(fiber.HeaderCacheControl, "no-cache")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/store"
@@ -26,6 +28,18 @@ type PriceItem struct {
 	// (0: unknown, or read from the store): the position a snapshot's ETag
 	// names.
 	Seq int64
+	// Sum is xxhash of Body when the replica kept it with the item (0:
+	// not known; BodySum computes it).
+	Sum uint64
+}
+
+// BodySum is xxhash of the item's Body (0 without one), from Sum when the
+// replica kept it.
+func (p PriceItem) BodySum() uint64 {
+	if p.Sum != 0 || p.Body == nil {
+		return p.Sum
+	}
+	return xxhash.Sum64(p.Body)
 }
 
 // Shown reports whether the item is in the snapshot's data (else its id is
@@ -71,7 +85,7 @@ func (r *Reader) BeginPrices(ctx context.Context, ids []string, pos int64) *Pric
 	replicated := 0
 	if rep != nil {
 		rep.getMany(ids, func(i int, it replicaItem) {
-			p.items[i] = PriceItem{Found: true, Served: it.served, Body: it.body, Gen: it.gen, Seq: it.seq}
+			p.items[i] = PriceItem{Found: true, Served: it.served, Body: it.body, Gen: it.gen, Seq: it.seq, Sum: it.sum}
 			replicated++
 		})
 	}

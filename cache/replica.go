@@ -73,6 +73,9 @@ type replicaItem struct {
 	gen, seq int64
 	served   bool
 	body     []byte
+	// sum is xxhash of body, as the store keeps it (set by itemAt; a put
+	// computes its own).
+	sum uint64
 }
 
 // replicaItemOverhead approximates what an item costs besides its id and

@@ -3,6 +3,8 @@ package cache
 import (
 	"encoding/binary"
 	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // replicaStore is one shard's items, laid out for what a busy node pays
@@ -67,7 +69,8 @@ const (
 	hdrBodyLen = 24 // uint32
 	hdrIDLen   = 28 // uint16
 	hdrFlags   = 30 // flagServed | flagNoBody
-	hdrSize    = 31
+	hdrSum     = 31 // uint64: xxhash of the body (0 without one): the snapshot's ETag combines them
+	hdrSize    = 39
 
 	flagServed = 1
 	// flagNoBody: the item had a nil body (a market with no price yet),
@@ -134,6 +137,7 @@ func itemAt(b []byte) replicaItem {
 		gen:    int64(binary.LittleEndian.Uint64(b[hdrGen:])),
 		seq:    int64(binary.LittleEndian.Uint64(b[hdrSeq:])),
 		served: flags&flagServed != 0,
+		sum:    binary.LittleEndian.Uint64(b[hdrSum:]),
 	}
 	if flags&flagNoBody == 0 {
 		from := hdrSize + int(binary.LittleEndian.Uint16(b[hdrIDLen:]))
@@ -312,6 +316,11 @@ func (s *replicaStore) write(st *replicaState, publish bool, h uint64, id string
 		flags |= flagNoBody
 	}
 	b[hdrFlags] = flags
+	var sum uint64
+	if it.body != nil {
+		sum = xxhash.Sum64(it.body)
+	}
+	binary.LittleEndian.PutUint64(b[hdrSum:], sum)
 	copy(b[hdrSize:], id)
 	copy(b[hdrSize+len(id):], it.body)
 	s.fill += n

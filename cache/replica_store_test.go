@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // TestReplicaStoreModel runs random puts and removes on a store and on a
@@ -60,7 +62,8 @@ func TestReplicaStoreModel(t *testing.T) {
 			got, ok := st.get(h, id)
 			want, wok := model[id]
 			if ok != wok || ok && (got.gen != want.gen || got.seq != want.seq || got.served != want.served ||
-				!bytes.Equal(got.body, want.body) || (got.body == nil) != (want.body == nil)) {
+				!bytes.Equal(got.body, want.body) || (got.body == nil) != (want.body == nil) ||
+				got.sum != bodySum(want.body)) {
 				t.Fatalf("step %d: get %s: %v %+v, want %v %+v", i, id, ok, got.gen, wok, want.gen)
 			}
 			if ok {
@@ -244,4 +247,13 @@ func TestReplicaGetMany(t *testing.T) {
 	if !slices.Equal(got, want) || len(want) != 150-21 {
 		t.Fatalf("getMany found %v, get %v", got, want)
 	}
+}
+
+// bodySum is the sum the store keeps with an item: xxhash of its body, 0
+// without one.
+func bodySum(body []byte) uint64 {
+	if body == nil {
+		return 0
+	}
+	return xxhash.Sum64(body)
 }
