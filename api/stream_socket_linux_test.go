@@ -17,17 +17,17 @@ func TestStreamLibraryWritesNeverWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close() //nolint:errcheck // the test is over
+	defer ln.Close()
 	client, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close() //nolint:errcheck // it reads nothing, on purpose
+	defer client.Close() // it reads nothing, on purpose
 	server, err := ln.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer server.Close() //nolint:errcheck // as above
+	defer server.Close()
 	out := newStreamOutput(server)
 	chunk := make([]byte, 64<<10)
 	filled := 0
