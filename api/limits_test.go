@@ -287,46 +287,21 @@ func TestLimitBurstExact(t *testing.T) {
 	for _, n := range c.nodes {
 		c.mustGet(t, n, c.secret, "")
 	}
-	ms := c.redisNow(t).UnixMilli()
-	// The window boundary on the Redis clock is what is under test: no event to wait on.
-	time.Sleep(time.Duration(w.Milliseconds()-ms%w.Milliseconds())*time.Millisecond + 20*time.Millisecond)
-	first := c.redisNow(t)
-
-	var mu sync.Mutex
 	var remaining []int
-	refused := 0
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		wg.Go(func() {
-			<-start
-			for i := g; i < calls; i += goroutines {
-				a, err := c.get(c.nodes[i%nodes], c.secret, "")
-				mu.Lock()
-				switch {
-				case err != nil:
-					t.Errorf("request %d: %v", i, err)
-				case a.status == http.StatusOK:
-					n, _ := strconv.Atoi(a.header.Get("RateLimit-Remaining"))
-					remaining = append(remaining, n)
-				case a.status == http.StatusTooManyRequests:
-					refused++
-				default:
-					t.Errorf("request %d: got %d %s, want 200 or 429", i, a.status, a.code)
-				}
-				if p := limCheckHeaders(a, limit, w); err == nil && p != "" {
-					t.Errorf("request %d: %s", i, p)
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	last := c.redisNow(t)
-	wms := w.Milliseconds()
-	if first.UnixMilli()/wms != last.UnixMilli()/wms {
-		t.Fatalf("the burst took %v and crossed a window boundary; cannot judge it", last.Sub(first))
+	var refused int
+	// A burst that crossed a window boundary (a machine busy with other
+	// packages' tests: seen in CI, 3.4 s for the 180 requests) proves
+	// nothing: it runs again from the next fresh window.
+	for attempt := 1; ; attempt++ {
+		var crossed time.Duration
+		remaining, refused, crossed = limBurst(t, c, limit, calls, goroutines, nodes, w)
+		if crossed == 0 {
+			break
+		}
+		if attempt == 3 {
+			t.Fatalf("the burst crossed a window boundary in 3 attempts (the last took %v); cannot judge it", crossed)
+		}
+		t.Logf("attempt %d: the burst took %v and crossed a window boundary; again from the next window", attempt, crossed)
 	}
 	slices.Sort(remaining)
 	want := make([]int, limit)
@@ -399,4 +374,54 @@ func TestLimitFailedAuthAcrossNodes(t *testing.T) {
 			t.Errorf("valid key on node %c after Retry-After: got %d %s, want 200", "AB"[i], a.status, a.code)
 		}
 	}
+}
+
+// limBurst sends calls requests from goroutines spread over the nodes,
+// starting at a fresh window on the Redis clock, and returns the
+// RateLimit-Remaining of the 200s, the count of 429s, and how long the
+// burst took when it crossed a window boundary (0 when it did not).
+func limBurst(t *testing.T, c *limCluster, limit, calls, goroutines, nodes int, w time.Duration) ([]int, int, time.Duration) {
+	t.Helper()
+	ms := c.redisNow(t).UnixMilli()
+	// The window boundary on the Redis clock is what is under test: no event to wait on.
+	time.Sleep(time.Duration(w.Milliseconds()-ms%w.Milliseconds())*time.Millisecond + 20*time.Millisecond)
+	first := c.redisNow(t)
+
+	var mu sync.Mutex
+	var remaining []int
+	refused := 0
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			<-start
+			for i := g; i < calls; i += goroutines {
+				a, err := c.get(c.nodes[i%nodes], c.secret, "")
+				mu.Lock()
+				switch {
+				case err != nil:
+					t.Errorf("request %d: %v", i, err)
+				case a.status == http.StatusOK:
+					n, _ := strconv.Atoi(a.header.Get("RateLimit-Remaining"))
+					remaining = append(remaining, n)
+				case a.status == http.StatusTooManyRequests:
+					refused++
+				default:
+					t.Errorf("request %d: got %d %s, want 200 or 429", i, a.status, a.code)
+				}
+				if p := limCheckHeaders(a, limit, w); err == nil && p != "" {
+					t.Errorf("request %d: %s", i, p)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	last := c.redisNow(t)
+	wms := w.Milliseconds()
+	if first.UnixMilli()/wms != last.UnixMilli()/wms {
+		return nil, 0, last.Sub(first)
+	}
+	return remaining, refused, 0
 }

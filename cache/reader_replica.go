@@ -41,7 +41,14 @@ func (r *Reader) replicaLoop() {
 				if ctx.Err() != nil {
 					return
 				}
-				r.repairWarn.Log(ctx, r.log, slog.LevelWarn, "price replica not loaded: reads go to Redis meanwhile", "err", err)
+				// A flush or a gap during the load (a cache rebuild at a
+				// clean start sends one) only makes it start over: no
+				// warning for that.
+				level := slog.LevelWarn
+				if err == errReplicaMoved {
+					level = slog.LevelInfo
+				}
+				r.repairWarn.Log(ctx, r.log, level, "price replica not loaded: reads go to Redis meanwhile", "err", err)
 				select {
 				case <-r.stop:
 					return

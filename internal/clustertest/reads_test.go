@@ -201,6 +201,11 @@ func exactAttempt(ctx context.Context, t *testing.T, s *suite, nodes []*child, a
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The window is fixed on the Redis clock: a burst that crosses its end
+	// is two windows' worth (seen in CI: 120 accepted, every
+	// RateLimit-Remaining twice). The burst takes a few seconds: start it
+	// with 20 s of the window left.
+	waitWindowRoom(ctx, t, 120*time.Second, 20*time.Second)
 	decided := func() float64 {
 		var sum float64
 		for _, n := range nodes {
@@ -254,4 +259,19 @@ func exactAttempt(ctx context.Context, t *testing.T, s *suite, nodes []*child, a
 		}
 	}
 	return local, counts, remaining
+}
+
+// waitWindowRoom waits, on the Redis clock, until the current fixed window
+// of length win has at least need left.
+func waitWindowRoom(ctx context.Context, t *testing.T, win, need time.Duration) {
+	t.Helper()
+	now, err := clusterClient(t).Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, wms := now.UnixMilli(), win.Milliseconds()
+	if left := time.Duration(wms-ms%wms) * time.Millisecond; left < need {
+		// The window's end itself is what the test waits for: no event.
+		time.Sleep(left + 5*time.Millisecond)
+	}
 }
