@@ -13,20 +13,7 @@ import (
 // reads after it get those bytes first, in order, then the connection's;
 // once drained, the connection holds no buffer.
 func TestEdgeConnReadAhead(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	raw, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, raw := loopbackPair(t)
 	c := newEdgeConn(raw, 10*time.Second, time.Minute, func() {})
 	defer c.Close() //nolint:errcheck // the test is over
 
@@ -75,4 +62,26 @@ func TestEdgeConnReadAhead(t *testing.T) {
 	if err != nil || string(buf[:n]) != "more" {
 		t.Fatalf("next read: %q %v, want \"more\"", buf[:n], err)
 	}
+}
+
+// loopbackPair is a TCP connection on loopback: the client's end and the
+// server's; both are closed when the test ends.
+func loopbackPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	server, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close() })
+	return client, server
 }

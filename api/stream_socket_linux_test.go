@@ -1,7 +1,6 @@
 package api
 
 import (
-	"net"
 	"testing"
 	"time"
 )
@@ -13,21 +12,7 @@ import (
 // to that socket (stream.Output) with it, which holds every stream of the
 // worker's markets.
 func TestStreamLibraryWritesNeverWait(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close() // it reads nothing, on purpose
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
+	_, server := loopbackPair(t) // the client reads nothing, on purpose
 	out := newStreamOutput(server)
 	chunk := make([]byte, 64<<10)
 	filled := 0

@@ -273,3 +273,28 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// seeded is a price source holding n markets (marketIDs) at version 1.
+func seeded(n int) (*fakePrices, []string) {
+	src, ids := newFakePrices(), marketIDs(n)
+	for _, id := range ids {
+		src.set(id, 1)
+	}
+	return src, ids
+}
+
+// pricesAt reads n messages, each a price of version v, and returns their
+// markets, sorted.
+func (c *client) pricesAt(v int64, n int) []string {
+	c.t.Helper()
+	seen := make([]string, 0, n)
+	for range n {
+		m := c.next()
+		if m.Type != "price" || m.Version != v {
+			c.t.Fatalf("%+v, want a price of version %d", m, v)
+		}
+		seen = append(seen, m.MarketID)
+	}
+	slices.Sort(seen)
+	return seen
+}

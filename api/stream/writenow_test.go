@@ -82,11 +82,7 @@ func (os *outputs) sum() (calls, short int64) {
 // A notice's prices reach a client that keeps up through the fan-out
 // worker's own writes (writeNow): no write of the writer goroutine's.
 func TestFanOutWritesOnTheWorker(t *testing.T) {
-	src := newFakePrices()
-	ids := marketIDs(40)
-	for _, id := range ids {
-		src.set(id, 1)
-	}
+	src, ids := seeded(40)
 	outs := &outputs{}
 	h := startHubWith(t, src, quietConfig(), outs.make)
 	c := h.dial(t)
@@ -95,16 +91,7 @@ func TestFanOutWritesOnTheWorker(t *testing.T) {
 	for v := int64(2); v <= 30; v++ {
 		h.OnChange(carried(v, ids[int(v)%20:int(v)%20+20]...))
 		// One notice at a time, so that each is fanned out alone.
-		var seen []string
-		for range 20 {
-			m := c.next()
-			if m.Type != "price" || m.Version != v {
-				t.Fatalf("%+v, want a price of version %d", m, v)
-			}
-			seen = append(seen, m.MarketID)
-		}
-		slices.Sort(seen)
-		if want := ids[int(v)%20 : int(v)%20+20]; !slices.Equal(seen, want) {
+		if seen, want := c.pricesAt(v, 20), ids[int(v)%20:int(v)%20+20]; !slices.Equal(seen, want) {
 			t.Fatalf("version %d of %v, want of %v", v, seen, want)
 		}
 	}
@@ -124,11 +111,7 @@ func TestFanOutWritesOnTheWorker(t *testing.T) {
 // checks), every market's versions increasing up to its last, and the
 // pongs to its pings (which the writer frames too) whole between them.
 func TestFanOutShortWritesKeepFramesWhole(t *testing.T) {
-	src := newFakePrices()
-	ids := marketIDs(60)
-	for _, id := range ids {
-		src.set(id, 1)
-	}
+	src, ids := seeded(60)
 	outs := &outputs{chop: true}
 	h := startHubWith(t, src, quietConfig(), outs.make)
 	c := h.dial(t)
@@ -201,11 +184,7 @@ func reached(got, final map[string]int64) bool {
 // before it writes again: a client gets each market's newest version
 // once (conflated), not every notice's in turn.
 func TestFanOutBacklogConflated(t *testing.T) {
-	src := newFakePrices()
-	ids := marketIDs(20)
-	for _, id := range ids {
-		src.set(id, 1)
-	}
+	src, ids := seeded(20)
 	cfg := quietConfig()
 	cfg.Workers = 1
 	outs := &outputs{}
@@ -225,16 +204,7 @@ func TestFanOutBacklogConflated(t *testing.T) {
 	}
 	close(gate)
 	for _, want := range []int64{2, 20} {
-		var seen []string
-		for range ids {
-			m := c.next()
-			if m.Type != "price" || m.Version != want {
-				t.Fatalf("%+v, want a price of version %d", m, want)
-			}
-			seen = append(seen, m.MarketID)
-		}
-		slices.Sort(seen)
-		if !slices.Equal(seen, ids) {
+		if seen := c.pricesAt(want, len(ids)); !slices.Equal(seen, ids) {
 			t.Fatalf("version %d of %v, want of every market once", want, seen)
 		}
 	}
@@ -247,11 +217,7 @@ func TestFanOutBacklogConflated(t *testing.T) {
 // while after they subscribed (StallAfter + StallGrace + 2 s: 32.5 s by
 // default, 2.2 s here).
 func TestFanOutWritesMoveTheDeadline(t *testing.T) {
-	src := newFakePrices()
-	ids := marketIDs(5)
-	for _, id := range ids {
-		src.set(id, 1)
-	}
+	src, ids := seeded(5)
 	cfg := quietConfig()
 	cfg.StallAfter, cfg.StallGrace = 100*time.Millisecond, 100*time.Millisecond
 	outs := &outputs{}
@@ -290,11 +256,7 @@ func (o *shortOutput) TryWrite(b []byte) (int, error) {
 // not the batch (as it did with one write of the whole rest: 500 prices of
 // 2 KB, cut 1006 after 2.3 s).
 func TestFanOutShortWriteSlowSteadyReaderKept(t *testing.T) {
-	src := newFakePrices()
-	ids := marketIDs(500)
-	for _, id := range ids {
-		src.set(id, 1)
-	}
+	src, ids := seeded(500)
 	cfg := quietConfig()
 	cfg.Workers = 1
 	cfg.StallAfter, cfg.StallGrace = 800*time.Millisecond, 300*time.Millisecond
