@@ -342,7 +342,12 @@ func writeStreamCommand(ctx context.Context, conn *websocket.Conn, op string, id
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, streamWriteTimeout)
+	// Not cancelled with the stream: the library closes the connection at
+	// once, with no close frame, when a write's context ends before the
+	// write has returned, so a stream cancelled just after a subscribe was
+	// cut (the server saw 1006) instead of closed with 1000 by the watcher,
+	// which waits for the write. The timeout still bounds it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), streamWriteTimeout)
 	defer cancel()
 	if err := conn.Write(ctx, websocket.MessageText, b); err != nil {
 		return fmt.Errorf("marketdata: stream: send %s: %w", op, err)

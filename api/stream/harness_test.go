@@ -298,3 +298,27 @@ func (c *client) pricesAt(v int64, n int) []string {
 	slices.Sort(seen)
 	return seen
 }
+
+// idleWriters waits (5 s at most) until no connection of the hub has a
+// writer: the goroutine that wrote a subscribe's ack and snapshot may
+// still hold the connection's writer role after the client read them,
+// and a notice meanwhile is then its to write, not a fan-out worker's.
+func (th *testHub) idleWriters(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		busy := 0
+		th.Each(func(c *Conn) {
+			c.mu.Lock()
+			if c.writing {
+				busy++
+			}
+			c.mu.Unlock()
+		})
+		if busy == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still have a writer after 5 s", busy)
+		}
+	}
+}

@@ -87,6 +87,7 @@ func TestFanOutWritesOnTheWorker(t *testing.T) {
 	h := startHubWith(t, src, quietConfig(), outs.make)
 	c := h.dial(t)
 	c.subscribed(ids...) // the ack and snapshot: the writer goroutine's
+	h.idleWriters(t)
 	before := h.writes.Load()
 	for v := int64(2); v <= 30; v++ {
 		h.OnChange(carried(v, ids[int(v)%20:int(v)%20+20]...))
@@ -191,13 +192,17 @@ func TestFanOutBacklogConflated(t *testing.T) {
 	h := startHubWith(t, src, cfg, outs.make)
 	c := h.dial(t)
 	c.subscribed(ids...)
+	h.idleWriters(t) // else the ack's writer goroutine may write the notice
 	gate := make(chan struct{})
 	outs.mu.Lock()
 	outs.all[0].gate.Store(&gate)
 	outs.mu.Unlock()
 	h.OnChange(carried(2, ids...)) // its write waits at the gate
-	for outs.all[0].gate.Load() != nil {
-		time.Sleep(time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); outs.all[0].gate.Load() != nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(gate)
+			t.Fatal("the notice's write did not reach the connection's Output within 5 s")
+		}
 	}
 	for v := int64(3); v <= 20; v++ {
 		h.OnChange(carried(v, ids...))
