@@ -178,68 +178,14 @@ func buildOp(path string, op *operation, schemas map[string]*schema) (*opView, e
 			Type:        typeHTML(p.Schema),
 			Limits:      limits(p.Schema, schemas),
 			Description: markdown(p.Description, 4),
-		}
-		f := &pv.Field
-		switch {
-		case len(eff.Enum) > 0:
-			f.Kind = "select"
-			for _, e := range eff.Enum {
-				f.Options = append(f.Options, e.Value)
-			}
-		case eff.Type.is("integer"):
-			f.Kind = "number"
-			if eff.Minimum != nil {
-				f.Min = num(*eff.Minimum)
-			}
-			if eff.Maximum != nil {
-				f.Max = num(*eff.Maximum)
-			}
-		default:
-			f.Kind = "text"
-			if eff.MaxLength != nil {
-				f.MaxLength = strconv.Itoa(*eff.MaxLength)
-			}
-		}
-		if eff.Default.Kind != 0 {
-			f.Default = eff.Default.Value
-		}
-		if eff.Type.is("array") {
-			// Sent as typed: the API takes the form style, comma-separated.
-			f.Placeholder = "id-1,id-2"
-		}
-		if p.In == "path" {
-			f.Placeholder = "an id from a listing"
-		}
-		if eff.Format == "date" {
-			f.Placeholder = "YYYY-MM-DD"
+			Field:       tryField(p, eff),
 		}
 		ov.Params = append(ov.Params, pv)
 	}
 	for _, r := range op.Responses {
-		rv := respView{Status: r.Key, Description: markdown(r.Value.Description, 4)}
-		for _, h := range r.Value.Headers {
-			rv.Headers = append(rv.Headers, headerView{Name: h.Key, Required: h.Value.Required, Description: strings.TrimSpace(h.Value.Description)})
-		}
-		if mt, ok := r.Value.Content.get("application/json"); ok && mt.Schema != nil {
-			rv.Schema = typeHTML(mt.Schema)
-			if mt.Schema.Ref != "" {
-				if s := schemas[schemaName(mt.Schema.Ref)]; s != nil {
-					for i := range s.Examples {
-						j, err := exampleJSON(&s.Examples[i])
-						if err != nil {
-							return nil, fmt.Errorf("site: GET %s %s: %w", path, r.Key, err)
-						}
-						rv.Examples = append(rv.Examples, exampleView{Name: "example", JSON: j})
-					}
-				}
-			}
-			for _, e := range mt.Examples {
-				j, err := exampleJSON(&e.Value.Value)
-				if err != nil {
-					return nil, fmt.Errorf("site: GET %s %s example %s: %w", path, r.Key, e.Key, err)
-				}
-				rv.Examples = append(rv.Examples, exampleView{Name: e.Key, JSON: j})
-			}
+		rv, err := buildResponse(r.Key, r.Value, schemas)
+		if err != nil {
+			return nil, fmt.Errorf("site: GET %s %s: %w", path, r.Key, err)
 		}
 		ov.Responses = append(ov.Responses, rv)
 	}
@@ -272,21 +218,101 @@ func buildSchema(name string, s *schema) (schemaView, error) {
 			})
 		}
 	}
+	ex, err := schemaExamples(s)
+	if err != nil {
+		return sv, fmt.Errorf("site: schema %s: %w", name, err)
+	}
+	sv.Examples = ex
+	return sv, nil
+}
+
+// tryField is the try-it panel's input for parameter p, whose schema with
+// its reference followed is eff.
+func tryField(p *parameter, eff *schema) fieldView {
+	var f fieldView
+	switch {
+	case len(eff.Enum) > 0:
+		f.Kind = "select"
+		for _, e := range eff.Enum {
+			f.Options = append(f.Options, e.Value)
+		}
+	case eff.Type.is("integer"):
+		f.Kind = "number"
+		if eff.Minimum != nil {
+			f.Min = num(*eff.Minimum)
+		}
+		if eff.Maximum != nil {
+			f.Max = num(*eff.Maximum)
+		}
+	default:
+		f.Kind = "text"
+		if eff.MaxLength != nil {
+			f.MaxLength = strconv.Itoa(*eff.MaxLength)
+		}
+	}
+	if eff.Default.Kind != 0 {
+		f.Default = eff.Default.Value
+	}
+	if eff.Type.is("array") {
+		// Sent as typed: the API takes the form style, comma-separated.
+		f.Placeholder = "id-1,id-2"
+	}
+	if p.In == "path" {
+		f.Placeholder = "an id from a listing"
+	}
+	if eff.Format == "date" {
+		f.Placeholder = "YYYY-MM-DD"
+	}
+	return f
+}
+
+// buildResponse is the view of the response under status: its headers, its
+// JSON body's type, and the examples of that type's schema followed by the
+// response's own.
+func buildResponse(status string, r *response, schemas map[string]*schema) (respView, error) {
+	rv := respView{Status: status, Description: markdown(r.Description, 4)}
+	for _, h := range r.Headers {
+		rv.Headers = append(rv.Headers, headerView{Name: h.Key, Required: h.Value.Required, Description: strings.TrimSpace(h.Value.Description)})
+	}
+	mt, ok := r.Content.get("application/json")
+	if !ok || mt.Schema == nil {
+		return rv, nil
+	}
+	rv.Schema = typeHTML(mt.Schema)
+	if mt.Schema.Ref != "" {
+		if s := schemas[schemaName(mt.Schema.Ref)]; s != nil {
+			ex, err := schemaExamples(s)
+			if err != nil {
+				return rv, err
+			}
+			rv.Examples = ex
+		}
+	}
+	for _, e := range mt.Examples {
+		j, err := exampleJSON(&e.Value.Value)
+		if err != nil {
+			return rv, fmt.Errorf("example %s: %w", e.Key, err)
+		}
+		rv.Examples = append(rv.Examples, exampleView{Name: e.Key, JSON: j})
+	}
+	return rv, nil
+}
+
+// schemaExamples are the examples of schema s, each named "example".
+func schemaExamples(s *schema) ([]exampleView, error) {
+	var out []exampleView
 	for i := range s.Examples {
 		j, err := exampleJSON(&s.Examples[i])
 		if err != nil {
-			return sv, fmt.Errorf("site: schema %s: %w", name, err)
+			return nil, fmt.Errorf("example: %w", err)
 		}
-		sv.Examples = append(sv.Examples, exampleView{Name: "example", JSON: j})
+		out = append(out, exampleView{Name: "example", JSON: j})
 	}
-	return sv, nil
+	return out, nil
 }
 
 // exampleJSON writes a YAML example as indented JSON, keeping key order.
 func exampleJSON(n *yaml.Node) (string, error) {
 	b, err := yamljson.MarshalIndent(n, "  ")
-	if err != nil {
-		return "", fmt.Errorf("example: %w", err)
-	}
-	return string(b), nil
+	return string(b), err
 }
