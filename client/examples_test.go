@@ -3,6 +3,7 @@ package client_test
 import (
 	"bufio"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,23 @@ func buildExample(t *testing.T, dir, name string) string {
 		t.Fatalf("go build ./examples/%s: %v\n%s", name, err, out)
 	}
 	return bin
+}
+
+// startExample starts bin with args and env; its output (stdout and
+// stderr) is read from the returned reader, until the program ends.
+func startExample(ctx context.Context, t *testing.T, bin string, env []string, args ...string) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, out
 }
 
 // TestExamplePrograms runs the example programs against the real service
@@ -66,16 +84,7 @@ func TestExamplePrograms(t *testing.T) {
 	// events; a price published then is printed once more.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, poll, "-base-url", s.URL(), "-events", "2", "-interval", "1s", "-for", "8s")
-	cmd.Env = env
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdout := startExample(ctx, t, poll, env, "-base-url", s.URL(), "-events", "2", "-interval", "1s", "-for", "8s")
 	var lines []string
 	sc := bufio.NewScanner(stdout)
 	changed := &servicetest.Price{MarketID: w.Markets[1].ID, Quotes: map[string]servicetest.Quote{"venue_b": {Bid: 0.71, Ask: 0.74, Last: 0.72}}}

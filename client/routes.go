@@ -95,12 +95,8 @@ type EventsFilter struct {
 //	}
 func (c *Client) Events(ctx context.Context, f EventsFilter) iter.Seq2[Event, error] {
 	query := url.Values{}
-	if f.Category != "" {
-		query.Set("category", f.Category)
-	}
-	if f.Venue != "" {
-		query.Set("venue", f.Venue)
-	}
+	setString(query, "category", f.Category)
+	setString(query, "venue", f.Venue)
 	setInt(query, "min_venues", f.MinVenues)
 	setInt(query, "limit", f.Limit)
 	return walk[Event](ctx, c, "/events", query)
@@ -143,9 +139,7 @@ type AccountKeysFilter struct {
 // order (scope account:read), like Events.
 func (c *Client) AccountKeys(ctx context.Context, f AccountKeysFilter) iter.Seq2[AccountKey, error] {
 	query := url.Values{}
-	if f.Status != "" {
-		query.Set("status", f.Status)
-	}
+	setString(query, "status", f.Status)
 	setInt(query, "limit", f.Limit)
 	return walk[AccountKey](ctx, c, "/account/keys", query)
 }
@@ -167,15 +161,9 @@ type UsageFilter struct {
 // ascending by date and then route (scope account:read), like Events.
 func (c *Client) Usage(ctx context.Context, f UsageFilter) iter.Seq2[UsageRow, error] {
 	query := url.Values{}
-	if f.Route != "" {
-		query.Set("route", f.Route)
-	}
-	if !f.From.IsZero() {
-		query.Set("from", f.From.UTC().Format(time.DateOnly))
-	}
-	if !f.To.IsZero() {
-		query.Set("to", f.To.UTC().Format(time.DateOnly))
-	}
+	setString(query, "route", f.Route)
+	setDate(query, "from", f.From)
+	setDate(query, "to", f.To)
 	setInt(query, "limit", f.Limit)
 	return walk[UsageRow](ctx, c, "/account/usage", query)
 }
@@ -212,6 +200,21 @@ func walk[T any](ctx context.Context, c *Client, path string, query url.Values) 
 func setInt(q url.Values, name string, v int) {
 	if v != 0 {
 		q.Set(name, strconv.Itoa(v))
+	}
+}
+
+// setString sets a string parameter; "" leaves it out.
+func setString(q url.Values, name, v string) {
+	if v != "" {
+		q.Set(name, v)
+	}
+}
+
+// setDate sets a day parameter to t's UTC date; the zero time leaves it to
+// the server.
+func setDate(q url.Values, name string, t time.Time) {
+	if !t.IsZero() {
+		q.Set(name, t.UTC().Format(time.DateOnly))
 	}
 }
 

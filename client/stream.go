@@ -126,38 +126,21 @@ func (s *Stream) Subscribe(ids ...string) error {
 	if err := checkIDs("Subscribe", ids); err != nil {
 		return err
 	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	s.mu.Lock()
-	if s.err != nil {
-		err := s.err
-		s.mu.Unlock()
-		return err
-	}
-	var fresh []string
-	for _, id := range ids {
-		if _, ok := s.markets[id]; !ok && !slices.Contains(fresh, id) {
-			fresh = append(fresh, id)
+	return s.change("subscribe", func() ([]string, error) {
+		var fresh []string
+		for _, id := range ids {
+			if _, ok := s.markets[id]; !ok && !slices.Contains(fresh, id) {
+				fresh = append(fresh, id)
+			}
 		}
-	}
-	if n := len(s.markets) + len(fresh); n > MaxStreamMarkets {
-		s.mu.Unlock()
-		return fmt.Errorf("client: Subscribe: that would make %d markets, at most %d", n, MaxStreamMarkets)
-	}
-	for _, id := range fresh {
-		s.markets[id] = struct{}{}
-	}
-	conn := s.conn
-	if conn != nil && len(fresh) > 0 {
-		s.cmds = append(s.cmds, streamCmd{op: "subscribe", ids: fresh})
-	}
-	s.mu.Unlock()
-	if conn != nil && len(fresh) > 0 {
-		if err := writeStreamCommand(s.ctx, conn, "subscribe", fresh); err != nil {
-			conn.CloseNow() //nolint:errcheck // the reconnect subscribes them
+		if n := len(s.markets) + len(fresh); n > MaxStreamMarkets {
+			return nil, fmt.Errorf("client: Subscribe: that would make %d markets, at most %d", n, MaxStreamMarkets)
 		}
-	}
-	return nil
+		for _, id := range fresh {
+			s.markets[id] = struct{}{}
+		}
+		return fresh, nil
+	})
 }
 
 // Unsubscribe drops markets from the stream: nothing more is handed out
@@ -165,6 +148,28 @@ func (s *Stream) Subscribe(ids ...string) error {
 // unsubscribe is sent on the open connection; its answer comes as a
 // StreamUnsubscribed event. Ids the stream does not have are ignored.
 func (s *Stream) Unsubscribe(ids ...string) error {
+	return s.change("unsubscribe", func() ([]string, error) {
+		var gone []string
+		for _, id := range ids {
+			if _, ok := s.markets[id]; ok {
+				delete(s.markets, id)
+				s.q.forget(id)
+				gone = append(gone, id)
+			}
+		}
+		return gone, nil
+	})
+}
+
+// change applies a subscribe or an unsubscribe (op): pick changes the
+// stream's markets, under s.mu, and returns the ids the command names
+// (none: nothing is sent). The command is sent on the open connection, and
+// waits in cmds for its answer; with no connection open, the next one
+// subscribes the markets as they are then. A command that cannot be
+// written closes the connection: the reconnect subscribes the markets as
+// they are, which this change is already part of. It returns the stream's
+// end if it has ended, else pick's error.
+func (s *Stream) change(op string, pick func() ([]string, error)) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
@@ -173,23 +178,18 @@ func (s *Stream) Unsubscribe(ids ...string) error {
 		s.mu.Unlock()
 		return err
 	}
-	var gone []string
-	for _, id := range ids {
-		if _, ok := s.markets[id]; ok {
-			delete(s.markets, id)
-			s.q.forget(id)
-			gone = append(gone, id)
-		}
-	}
+	ids, err := pick()
 	conn := s.conn
-	if conn != nil && len(gone) > 0 {
-		s.cmds = append(s.cmds, streamCmd{op: "unsubscribe", ids: gone})
+	send := err == nil && conn != nil && len(ids) > 0
+	if send {
+		s.cmds = append(s.cmds, streamCmd{op: op, ids: ids})
 	}
 	s.mu.Unlock()
-	if conn != nil && len(gone) > 0 {
-		if err := writeStreamCommand(s.ctx, conn, "unsubscribe", gone); err != nil {
-			conn.CloseNow() //nolint:errcheck // the next connection does not subscribe them
-		}
+	if err != nil || !send {
+		return err
+	}
+	if err := writeStreamCommand(s.ctx, conn, op, ids); err != nil {
+		conn.CloseNow() //nolint:errcheck // the reconnect subscribes the markets as they are
 	}
 	return nil
 }

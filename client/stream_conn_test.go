@@ -144,6 +144,17 @@ func (f *fakeServer) client(t *testing.T, opts ...Option) *Client {
 	return c
 }
 
+// open opens a stream of a client of f subscribed to ids; the caller
+// closes it.
+func (f *fakeServer) open(t *testing.T, ids ...string) *Stream {
+	t.Helper()
+	s, err := f.client(t).Stream(context.Background(), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func refuseWith(status int, retryAfter, code string) func(http.ResponseWriter) {
 	return func(w http.ResponseWriter) {
 		if retryAfter != "" {
@@ -179,10 +190,7 @@ func expectKind(t *testing.T, s *Stream, k StreamEventKind) StreamEvent {
 
 func TestStreamSeqGapReconnects(t *testing.T) {
 	f := newFakeServer(t)
-	s, err := f.client(t).Stream(context.Background(), []string{"a", "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := f.open(t, "a", "b")
 	defer s.Close() //nolint:errcheck // Close returns nil
 	c1 := f.next(t)
 	if op, ids := c1.cmd(); op != "subscribe" || !slices.Equal(ids, []string{"a", "b"}) {
@@ -230,10 +238,7 @@ func TestStreamSeqGapReconnects(t *testing.T) {
 
 func TestStreamMalformedMessageReconnects(t *testing.T) {
 	f := newFakeServer(t)
-	s, err := f.client(t).Stream(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := f.open(t)
 	defer s.Close() //nolint:errcheck // Close returns nil
 	c1 := f.next(t)
 	c1.ws.Write(context.Background(), websocket.MessageText, []byte(`{"type":"price","seq":1,"market_id":"a b"}`)) //nolint:errcheck // checked by the client's reaction
@@ -300,10 +305,7 @@ func TestStreamUpgradeRefusals(t *testing.T) {
 
 func TestStreamUnavailableSubscribesAgain(t *testing.T) {
 	f := newFakeServer(t)
-	s, err := f.client(t).Stream(context.Background(), []string{"a"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := f.open(t, "a")
 	defer s.Close() //nolint:errcheck // Close returns nil
 	c := f.next(t)
 	c.cmd()
@@ -397,10 +399,7 @@ func TestStreamCancelClosesNormally(t *testing.T) {
 	}
 
 	// Close: the same, and ErrStreamClosed.
-	s, err = f.client(t).Stream(context.Background(), []string{"a"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = f.open(t, "a")
 	c = f.next(t)
 	c.cmd()
 	if err := s.Close(); err != nil {
@@ -419,10 +418,7 @@ func TestStreamCancelClosesNormally(t *testing.T) {
 
 func TestStreamClosedDrains(t *testing.T) {
 	f := newFakeServer(t)
-	s, err := f.client(t).Stream(context.Background(), []string{"a"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := f.open(t, "a")
 	c := f.next(t)
 	_, ids := c.cmd()
 	c.ack(ids)
@@ -433,7 +429,7 @@ func TestStreamClosedDrains(t *testing.T) {
 	expectKind(t, s, StreamConnected)
 	expectKind(t, s, StreamSubscribed)
 	expectKind(t, s, StreamPrice)
-	_, err = s.Next(context.Background())
+	_, err := s.Next(context.Background())
 	var ce *StreamClosedError
 	if !errors.As(err, &ce) || ce.Code != CloseKeyRevoked || ce.Reason != "the API key was revoked" {
 		t.Fatalf("Next at the end: %v, want the 4401 *StreamClosedError", err)
@@ -444,10 +440,7 @@ func TestStreamSilentConnectionReconnects(t *testing.T) {
 	defer streamSilence.Store(streamSilence.Load())
 	streamSilence.Store(int64(300 * time.Millisecond))
 	f := newFakeServer(t)
-	s, err := f.client(t).Stream(context.Background(), []string{"a"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := f.open(t, "a")
 	defer s.Close() //nolint:errcheck // Close returns nil
 	// The server answers nothing and never pings: the connection is
 	// taken for dead and replaced.
@@ -470,10 +463,7 @@ func TestStreamPingsKeepConnectionAlive(t *testing.T) {
 	const silence = 3 * time.Second
 	streamSilence.Store(int64(silence))
 	f := newFakeServer(t)
-	s, err := f.client(t).Stream(context.Background(), []string{"a"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := f.open(t, "a")
 	defer s.Close() //nolint:errcheck // Close returns nil
 	c := f.next(t)
 	c.cmd()
@@ -543,10 +533,7 @@ func TestStreamUpgradeRetryAfter(t *testing.T) {
 // listed as missing.
 func TestStreamEventsBoundedAcrossReconnects(t *testing.T) {
 	f := newFakeServer(t)
-	s, err := f.client(t).Stream(context.Background(), []string{"a", "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := f.open(t, "a", "b")
 	defer s.Close() //nolint:errcheck // Close returns nil
 	const cycles = 60
 	for i := range cycles {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -28,16 +27,7 @@ func TestStreamExampleProgram(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-base-url", s.URL(), "-events", "2")
-	cmd.Env = append(os.Environ(), "MD_KEY="+key.Secret)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdout := startExample(ctx, t, bin, append(os.Environ(), "MD_KEY="+key.Secret), "-base-url", s.URL(), "-events", "2")
 	lines := make(chan string, 100)
 	go func() {
 		defer close(lines)

@@ -19,6 +19,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -86,7 +87,7 @@ func New(cfg Config) (*Site, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !contains(origins, o) {
+		if !slices.Contains(origins, o) {
 			origins = append(origins, o)
 		}
 	}

@@ -345,6 +345,10 @@ func TestNewRefuses(t *testing.T) {
 		{"csp injection", Config{Spec: docs.OpenAPIYAML, APIURLs: []string{"http://a;script-src"}}},
 		{"bad yaml", Config{Spec: []byte("paths: ["), APIURLs: []string{"http://a"}}},
 		{"dangling ref", Config{Spec: []byte("paths:\n  /x:\n    get:\n      operationId: x\n      parameters:\n        - $ref: '#/components/parameters/Nope'\n"), APIURLs: []string{"http://a"}}},
+		// JSON holds no infinity: an example with one cannot be shown.
+		{"schema example", Config{Spec: []byte("components:\n  schemas:\n    X:\n      examples: [{a: .inf}]\n"), APIURLs: []string{"http://a"}}},
+		{"response example", Config{Spec: []byte("paths:\n  /x:\n    get:\n      operationId: x\n      responses:\n        '200':\n          content:\n            application/json:\n              schema: {type: object}\n              examples: {e: {value: .inf}}\n"), APIURLs: []string{"http://a"}}},
+		{"referenced schema's example", Config{Spec: []byte("paths:\n  /x:\n    get:\n      operationId: x\n      responses:\n        '200':\n          content:\n            application/json:\n              schema: {$ref: '#/components/schemas/X'}\ncomponents:\n  schemas:\n    X:\n      examples: [.nan]\n"), APIURLs: []string{"http://a"}}},
 	} {
 		if _, err := New(c.cfg); err == nil {
 			t.Errorf("%s: New accepted it", c.name)

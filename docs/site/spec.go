@@ -2,6 +2,7 @@ package site
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -141,6 +142,9 @@ func (t *typeList) UnmarshalYAML(n *yaml.Node) error {
 	}
 	return fmt.Errorf("line %d: type is neither a name nor a list", n.Line)
 }
+
+// is reports whether name is one of the types.
+func (t typeList) is(name string) bool { return slices.Contains(t, name) }
 
 // entry is one key and value of an ordered mapping.
 type entry[T any] struct {

@@ -1,15 +1,15 @@
 package site
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"html"
 	"html/template"
+	"slices"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/marketdata/marketdata/internal/yamljson"
 )
 
 // The view of the document the page template renders: every operation with
@@ -178,68 +178,14 @@ func buildOp(path string, op *operation, schemas map[string]*schema) (*opView, e
 			Type:        typeHTML(p.Schema),
 			Limits:      limits(p.Schema, schemas),
 			Description: markdown(p.Description, 4),
-		}
-		f := &pv.Field
-		switch {
-		case len(eff.Enum) > 0:
-			f.Kind = "select"
-			for _, e := range eff.Enum {
-				f.Options = append(f.Options, e.Value)
-			}
-		case eff.Type.is("integer"):
-			f.Kind = "number"
-			if eff.Minimum != nil {
-				f.Min = num(*eff.Minimum)
-			}
-			if eff.Maximum != nil {
-				f.Max = num(*eff.Maximum)
-			}
-		default:
-			f.Kind = "text"
-			if eff.MaxLength != nil {
-				f.MaxLength = strconv.Itoa(*eff.MaxLength)
-			}
-		}
-		if eff.Default.Kind != 0 {
-			f.Default = eff.Default.Value
-		}
-		if eff.Type.is("array") {
-			// Sent as typed: the API takes the form style, comma-separated.
-			f.Placeholder = "id-1,id-2"
-		}
-		if p.In == "path" {
-			f.Placeholder = "an id from a listing"
-		}
-		if eff.Format == "date" {
-			f.Placeholder = "YYYY-MM-DD"
+			Field:       tryField(p, eff),
 		}
 		ov.Params = append(ov.Params, pv)
 	}
 	for _, r := range op.Responses {
-		rv := respView{Status: r.Key, Description: markdown(r.Value.Description, 4)}
-		for _, h := range r.Value.Headers {
-			rv.Headers = append(rv.Headers, headerView{Name: h.Key, Required: h.Value.Required, Description: strings.TrimSpace(h.Value.Description)})
-		}
-		if mt, ok := r.Value.Content.get("application/json"); ok && mt.Schema != nil {
-			rv.Schema = typeHTML(mt.Schema)
-			if mt.Schema.Ref != "" {
-				if s := schemas[schemaName(mt.Schema.Ref)]; s != nil {
-					for i := range s.Examples {
-						j, err := exampleJSON(&s.Examples[i])
-						if err != nil {
-							return nil, fmt.Errorf("site: GET %s %s: %w", path, r.Key, err)
-						}
-						rv.Examples = append(rv.Examples, exampleView{Name: "example", JSON: j})
-					}
-				}
-			}
-			for _, e := range mt.Examples {
-				j, err := exampleJSON(&e.Value.Value)
-				if err != nil {
-					return nil, fmt.Errorf("site: GET %s %s example %s: %w", path, r.Key, e.Key, err)
-				}
-				rv.Examples = append(rv.Examples, exampleView{Name: e.Key, JSON: j})
-			}
+		rv, err := buildResponse(r.Key, r.Value, schemas)
+		if err != nil {
+			return nil, fmt.Errorf("site: GET %s %s: %w", path, r.Key, err)
 		}
 		ov.Responses = append(ov.Responses, rv)
 	}
@@ -266,233 +212,107 @@ func buildSchema(name string, s *schema) (schemaView, error) {
 	for _, part := range parts {
 		for _, p := range part.Properties {
 			sv.Props = append(sv.Props, propView{
-				Name: p.Key, Required: contains(part.Required, p.Key),
+				Name: p.Key, Required: slices.Contains(part.Required, p.Key),
 				Type: typeHTML(p.Value), Limits: limits(p.Value, nil),
 				Description: markdown(p.Value.Description, 4),
 			})
 		}
 	}
-	for i := range s.Examples {
-		j, err := exampleJSON(&s.Examples[i])
-		if err != nil {
-			return sv, fmt.Errorf("site: schema %s: %w", name, err)
-		}
-		sv.Examples = append(sv.Examples, exampleView{Name: "example", JSON: j})
+	ex, err := schemaExamples(s)
+	if err != nil {
+		return sv, fmt.Errorf("site: schema %s: %w", name, err)
 	}
+	sv.Examples = ex
 	return sv, nil
 }
 
-func (t typeList) is(name string) bool { return contains(t, name) }
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
+// tryField is the try-it panel's input for parameter p, whose schema with
+// its reference followed is eff.
+func tryField(p *parameter, eff *schema) fieldView {
+	var f fieldView
+	switch {
+	case len(eff.Enum) > 0:
+		f.Kind = "select"
+		for _, e := range eff.Enum {
+			f.Options = append(f.Options, e.Value)
+		}
+	case eff.Type.is("integer"):
+		f.Kind = "number"
+		if eff.Minimum != nil {
+			f.Min = num(*eff.Minimum)
+		}
+		if eff.Maximum != nil {
+			f.Max = num(*eff.Maximum)
+		}
+	default:
+		f.Kind = "text"
+		if eff.MaxLength != nil {
+			f.MaxLength = strconv.Itoa(*eff.MaxLength)
 		}
 	}
-	return false
+	if eff.Default.Kind != 0 {
+		f.Default = eff.Default.Value
+	}
+	if eff.Type.is("array") {
+		// Sent as typed: the API takes the form style, comma-separated.
+		f.Placeholder = "id-1,id-2"
+	}
+	if p.In == "path" {
+		f.Placeholder = "an id from a listing"
+	}
+	if eff.Format == "date" {
+		f.Placeholder = "YYYY-MM-DD"
+	}
+	return f
 }
 
-// effective is s with a schema reference followed (a parameter's limits
-// may live in the schema it names: Venue, UniversalID, Date).
-func effective(s *schema, schemas map[string]*schema) *schema {
-	for range 8 { // references chain at most this deep
-		if s.Ref == "" || schemas == nil {
-			return s
-		}
-		r, ok := schemas[schemaName(s.Ref)]
-		if !ok {
-			return s
-		}
-		s = r
+// buildResponse is the view of the response under status: its headers, its
+// JSON body's type, and the examples of that type's schema followed by the
+// response's own.
+func buildResponse(status string, r *response, schemas map[string]*schema) (respView, error) {
+	rv := respView{Status: status, Description: markdown(r.Description, 4)}
+	for _, h := range r.Headers {
+		rv.Headers = append(rv.Headers, headerView{Name: h.Key, Required: h.Value.Required, Description: strings.TrimSpace(h.Value.Description)})
 	}
-	return s
-}
-
-// typeHTML is a schema's type as the reader sees it, schema references
-// linked to their section.
-func typeHTML(s *schema) template.HTML {
-	if s == nil {
-		return "any"
+	mt, ok := r.Content.get("application/json")
+	if !ok || mt.Schema == nil {
+		return rv, nil
 	}
-	if s.Ref != "" {
-		n := schemaName(s.Ref)
-		return template.HTML(`<a href="#schema-` + html.EscapeString(n) + `">` + html.EscapeString(n) + `</a>`) //nolint:gosec // escaped name
-	}
-	var parts []string
-	for _, t := range s.Type {
-		switch {
-		case t == "array" && s.Items != nil:
-			parts = append(parts, "array of "+string(typeHTML(s.Items)))
-		case t == "object" && s.AdditionalProperties != nil:
-			key := "string"
-			if s.PropertyNames != nil {
-				key = string(typeHTML(s.PropertyNames))
+	rv.Schema = typeHTML(mt.Schema)
+	if mt.Schema.Ref != "" {
+		if s := schemas[schemaName(mt.Schema.Ref)]; s != nil {
+			ex, err := schemaExamples(s)
+			if err != nil {
+				return rv, err
 			}
-			parts = append(parts, "map "+key+" → "+string(typeHTML(s.AdditionalProperties)))
-		case t == "string" && s.Format != "":
-			parts = append(parts, "string ("+html.EscapeString(s.Format)+")")
-		default:
-			parts = append(parts, html.EscapeString(t))
+			rv.Examples = ex
 		}
 	}
-	for _, g := range []struct {
-		alts []*schema
-		sep  string
-	}{{s.OneOf, " | "}, {s.AllOf, " & "}} {
-		if len(g.alts) == 0 {
-			continue
+	for _, e := range mt.Examples {
+		j, err := exampleJSON(&e.Value.Value)
+		if err != nil {
+			return rv, fmt.Errorf("example %s: %w", e.Key, err)
 		}
-		var alts []string
-		for _, o := range g.alts {
-			if g.sep == " & " && o.Ref == "" && len(o.Type) == 0 {
-				// A part that only narrows the others (an error answer's
-				// code): the response's description says it.
-				continue
-			}
-			alts = append(alts, string(typeHTML(o)))
-		}
-		if len(alts) == 0 {
-			continue
-		}
-		parts = append(parts, strings.Join(alts, g.sep))
+		rv.Examples = append(rv.Examples, exampleView{Name: e.Key, JSON: j})
 	}
-	if len(parts) == 0 {
-		if s.Const.Kind != 0 {
-			return template.HTML("<code>" + html.EscapeString(s.Const.Value) + "</code>") //nolint:gosec // escaped
-		}
-		return "object"
-	}
-	return template.HTML(strings.Join(parts, " | ")) //nolint:gosec // built from escaped parts
+	return rv, nil
 }
 
-// limits lists what a value must be: range, length, items, pattern, enum,
-// const, default. A referenced schema's limits are included when schemas
-// is given.
-func limits(s *schema, schemas map[string]*schema) []template.HTML {
-	s = effective(s, schemas)
-	var out []template.HTML
-	add := func(text string) { out = append(out, template.HTML(text)) } //nolint:gosec // callers escape
-	code := func(v string) string { return "<code>" + html.EscapeString(v) + "</code>" }
-	switch {
-	case s.Minimum != nil && s.Maximum != nil:
-		add(num(*s.Minimum) + "–" + num(*s.Maximum))
-	case s.Minimum != nil:
-		add("≥ " + num(*s.Minimum))
-	case s.Maximum != nil:
-		add("≤ " + num(*s.Maximum))
-	}
-	if s.ExclusiveMinimum != nil {
-		add("&gt; " + num(*s.ExclusiveMinimum))
-	}
-	switch {
-	case s.MinLength != nil && s.MaxLength != nil:
-		add(fmt.Sprintf("%d–%d characters", *s.MinLength, *s.MaxLength))
-	case s.MaxLength != nil:
-		add(fmt.Sprintf("at most %d characters", *s.MaxLength))
-	}
-	maxItems := s.MaxItems
-	distinct := ""
-	if s.MaxDistinctItems != nil {
-		maxItems, distinct = s.MaxDistinctItems, " distinct"
-	}
-	switch {
-	case s.MinItems != nil && maxItems != nil:
-		add(fmt.Sprintf("%d–%d%s items", *s.MinItems, *maxItems, distinct))
-	case maxItems != nil:
-		add(fmt.Sprintf("at most %d%s items", *maxItems, distinct))
-	case s.MinItems != nil:
-		add(fmt.Sprintf("at least %d items", *s.MinItems))
-	}
-	if len(s.Enum) > 0 {
-		var vals []string
-		for _, e := range s.Enum {
-			vals = append(vals, code(e.Value))
+// schemaExamples are the examples of schema s, each named "example".
+func schemaExamples(s *schema) ([]exampleView, error) {
+	var out []exampleView
+	for i := range s.Examples {
+		j, err := exampleJSON(&s.Examples[i])
+		if err != nil {
+			return nil, fmt.Errorf("example: %w", err)
 		}
-		add("one of " + strings.Join(vals, ", "))
+		out = append(out, exampleView{Name: "example", JSON: j})
 	}
-	if s.Const.Kind != 0 {
-		add("always " + code(s.Const.Value))
-	}
-	if s.Pattern != "" {
-		add("pattern " + code(s.Pattern))
-	}
-	if s.Default.Kind != 0 {
-		d := s.Default.Value
-		if d == "" {
-			d = `""`
-		}
-		add("default " + code(d))
-	}
-	if s.Items != nil {
-		for _, l := range limits(s.Items, schemas) {
-			add("each item: " + string(l))
-		}
-	}
-	return out
+	return out, nil
 }
-
-func num(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // exampleJSON writes a YAML example as indented JSON, keeping key order.
 func exampleJSON(n *yaml.Node) (string, error) {
-	var b bytes.Buffer
-	if err := writeNode(&b, n, ""); err != nil {
-		return "", err
-	}
-	return b.String(), nil
-}
-
-func writeNode(b *bytes.Buffer, n *yaml.Node, indent string) error {
-	switch n.Kind {
-	case yaml.DocumentNode:
-		if len(n.Content) != 1 {
-			return fmt.Errorf("example: want one document")
-		}
-		return writeNode(b, n.Content[0], indent)
-	case yaml.AliasNode:
-		return writeNode(b, n.Alias, indent)
-	case yaml.MappingNode, yaml.SequenceNode:
-		open, end, step := "[", "]", 1
-		if n.Kind == yaml.MappingNode {
-			open, end, step = "{", "}", 2
-		}
-		if len(n.Content) == 0 {
-			b.WriteString(open + end)
-			return nil
-		}
-		b.WriteString(open + "\n")
-		inner := indent + "  "
-		for i := 0; i < len(n.Content); i += step {
-			if i > 0 {
-				b.WriteString(",\n")
-			}
-			b.WriteString(inner)
-			v := n.Content[i]
-			if step == 2 {
-				k, _ := json.Marshal(n.Content[i].Value) //nolint:errchkjson // a string always marshals
-				b.Write(k)
-				b.WriteString(": ")
-				v = n.Content[i+1]
-			}
-			if err := writeNode(b, v, inner); err != nil {
-				return err
-			}
-		}
-		b.WriteString("\n" + indent + end)
-		return nil
-	case yaml.ScalarNode:
-		var v any
-		if err := n.Decode(&v); err != nil {
-			return fmt.Errorf("example line %d: %w", n.Line, err)
-		}
-		enc := json.NewEncoder(b)
-		enc.SetEscapeHTML(false) // the page escapes; "<key>" stays readable
-		if err := enc.Encode(v); err != nil {
-			return fmt.Errorf("example line %d: %w", n.Line, err)
-		}
-		b.Truncate(b.Len() - 1) // Encode's newline
-		return nil
-	}
-	return fmt.Errorf("example line %d: unexpected node", n.Line)
+	b, err := yamljson.MarshalIndent(n, "  ")
+	return string(b), err
 }

@@ -124,6 +124,16 @@ type child struct {
 	out  *bytes.Buffer
 }
 
+// startChild starts bin with args, serving on addr, and kills it when the
+// test ends.
+func startChild(t testing.TB, name, bin, addr string, args ...string) *child {
+	t.Helper()
+	c := &child{t: t, name: name, bin: bin, addr: addr, args: args}
+	c.start()
+	t.Cleanup(func() { c.signal(syscall.SIGKILL) })
+	return c
+}
+
 func (c *child) start() {
 	c.t.Helper()
 	c.mu.Lock()
@@ -164,6 +174,16 @@ func (c *child) signal(sig syscall.Signal) {
 	c.cmd = nil
 }
 
+// stop shuts the process down (SIGTERM), waits for it, and then for its
+// port to refuse connections.
+func (c *child) stop() {
+	c.t.Helper()
+	c.signal(syscall.SIGTERM)
+	if err := waitClosed(c.addr, 10*time.Second); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 // RedisServer is a private redis-server without persistence: Start after
 // Stop or Kill brings it back empty.
 type RedisServer struct {
@@ -180,27 +200,16 @@ func StartRedis(t testing.TB) *RedisServer {
 	port := FreePort(t)
 	dir := t.TempDir()
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	r := &RedisServer{Addr: addr, URL: "redis://" + addr + "/0", c: &child{
-		t: t, name: "redis-server", bin: bin, addr: addr,
-		args: []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", dir, "--protected-mode", "no"},
-	}}
-	r.c.start()
-	t.Cleanup(func() { r.c.signal(syscall.SIGKILL) })
-	return r
+	return &RedisServer{Addr: addr, URL: "redis://" + addr + "/0", c: startChild(t, "redis-server", bin, addr,
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--protected-mode", "no")}
 }
 
 // Start starts the server again (empty) on the same port.
 func (r *RedisServer) Start() { r.c.t.Helper(); r.c.start() }
 
 // Stop shuts the server down (SIGTERM) and waits for it.
-func (r *RedisServer) Stop() {
-	r.c.t.Helper()
-	r.c.signal(syscall.SIGTERM)
-	if err := waitClosed(r.Addr, 10*time.Second); err != nil {
-		r.c.t.Fatal(err)
-	}
-}
+func (r *RedisServer) Stop() { r.c.t.Helper(); r.c.stop() }
 
 // Kill kills the server (SIGKILL) and waits for it.
 func (r *RedisServer) Kill() { r.c.t.Helper(); r.c.signal(syscall.SIGKILL) }
@@ -222,26 +231,15 @@ func StartNATS(t testing.TB) *NATSServer {
 	port := FreePort(t)
 	dir := t.TempDir()
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	n := &NATSServer{Addr: addr, URL: "nats://" + addr, c: &child{
-		t: t, name: "nats-server", bin: bin, addr: addr,
-		args: []string{"-js", "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-sd", dir},
-	}}
-	n.c.start()
-	t.Cleanup(func() { n.c.signal(syscall.SIGKILL) })
-	return n
+	return &NATSServer{Addr: addr, URL: "nats://" + addr, c: startChild(t, "nats-server", bin, addr,
+		"-js", "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-sd", dir)}
 }
 
 // Start starts the server again on the same port and store directory.
 func (n *NATSServer) Start() { n.c.t.Helper(); n.c.start() }
 
 // Stop shuts the server down (SIGTERM) and waits for it.
-func (n *NATSServer) Stop() {
-	n.c.t.Helper()
-	n.c.signal(syscall.SIGTERM)
-	if err := waitClosed(n.Addr, 10*time.Second); err != nil {
-		n.c.t.Fatal(err)
-	}
-}
+func (n *NATSServer) Stop() { n.c.t.Helper(); n.c.stop() }
 
 // Kill kills the server (SIGKILL) and waits for it.
 func (n *NATSServer) Kill() { n.c.t.Helper(); n.c.signal(syscall.SIGKILL) }

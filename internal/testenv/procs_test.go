@@ -37,10 +37,7 @@ func TestPrivateServices(t *testing.T) {
 	})
 	t.Run("nats", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Second)
-		defer cancel()
 		n := StartNATS(t)
-		_ = ctx
 		nc, err := nats.Connect(n.URL)
 		if err != nil {
 			t.Fatal(err)
@@ -56,6 +53,10 @@ func TestPrivateServices(t *testing.T) {
 			t.Fatalf("connect after Start: %v", err)
 		}
 		nc.Close()
+		n.Kill()
+		if _, err := nats.Connect(n.URL); err == nil {
+			t.Fatal("connect after Kill: got no error")
+		}
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
