@@ -73,7 +73,7 @@ func (c *Conn) subscribed(ids []string, fresh []*sub, p *pendingCurrent) {
 		accepted = append(accepted, id)
 	}
 	c.mu.Lock()
-	if c.ended {
+	if c.state() >= stateEnded {
 		c.mu.Unlock()
 		return
 	}
@@ -90,7 +90,7 @@ func (c *Conn) subscribed(ids []string, fresh []*sub, p *pendingCurrent) {
 		if st == nil {
 			continue
 		}
-		st.acked = true
+		st.ack()
 		// The snapshot: the current price, unless a newer one came through
 		// a notice meanwhile (then that one is the current price).
 		if it := items[i]; it.Body != nil && it.Gen >= st.gen {
@@ -107,7 +107,8 @@ func (c *Conn) subscribed(ids []string, fresh []*sub, p *pendingCurrent) {
 // drop ends a subscription on the connection's side; c.mu is held. The
 // caller takes it out of the hub.
 func (c *Conn) drop(st *sub) {
-	st.removed, st.pending, st.body = true, false, nil
+	st.remove()
+	st.pending, st.body = false, nil
 	delete(c.subs, st.id)
 }
 

@@ -28,7 +28,7 @@ type Info struct {
 // (writeNow) or a goroutine started when something else waits or the
 // client fell behind, gone when nothing waits (an idle connection costs no
 // writer). The writer frames everything that waits itself and writes it to
-// the socket in one write (writer.go), not one write per message.
+// the socket in one write (writer.go, frames.go), not one write per message.
 type Conn struct {
 	hub  *Hub
 	ws   *websocket.Conn
@@ -59,18 +59,12 @@ type Conn struct {
 	// writing: a writer runs (a goroutine, or a fan-out worker that
 	// claimed the connection).
 	writing bool
-	// closeCode is the close the writer sends next (0: none).
+	// life holds the connection's state, a connState (state.go).
+	life atomic.Uint32
+	// closeCode and closeReason are the close the writer sends in
+	// stateClosing.
 	closeCode   int
 	closeReason string
-	closeSent   bool
-	ended       bool
-	// released: Serve is returning, the connection is the server's again;
-	// nothing may touch it.
-	released bool
-	// closing is closeCode != 0, for the writer between messages; isCut:
-	// cut ran (startWrite must not move its deadline back).
-	closing atomic.Bool
-	isCut   atomic.Bool
 
 	// writingSince is when the message being written started (unix ns;
 	// 0: none is): the sweep closes a connection whose write waits longer
@@ -114,18 +108,16 @@ type Conn struct {
 type sub struct {
 	c  *Conn
 	id string
-	// removed: unsubscribed (or the connection ended); the hub may still
-	// hold it for a moment.
-	removed bool
+	// state says whether its subscribe was acknowledged (until then its
+	// prices wait) or it was removed (state.go).
+	state subState
 	// pending: body (its newest version) waits for the writer; at is when
-	// its notice arrived (unix ns; 0: a resync or a snapshot).
+	// its notice arrived (unix ns; 0: a resync or a snapshot). (state and
+	// pending side by side keep a sub at 80 bytes, not 96: one per market
+	// a connection subscribes.)
 	pending bool
-	// acked: its subscribe was acknowledged; until then its prices wait.
-	// (The three flags side by side keep a sub at 80 bytes, not 96: one
-	// per market a connection subscribes.)
-	acked bool
-	body  []byte
-	at    int64
+	body    []byte
+	at      int64
 	// gen is the newest revision handed to the writer (sent or waiting):
 	// an older or equal one is never sent after it.
 	gen int64

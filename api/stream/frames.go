@@ -22,7 +22,7 @@ func (c *Conn) sendClose(code int, reason string) {
 		payload = payload[:125]
 	}
 	b := append([]byte{0x80 | closeFrame, byte(len(payload))}, payload...)
-	if err := c.nc.SetWriteDeadline(deadline); err != nil || c.isCut.Load() {
+	if err := c.nc.SetWriteDeadline(deadline); err != nil || c.state() >= stateCut {
 		c.cut()
 		return
 	}
@@ -66,7 +66,7 @@ func (c *Conn) writeBatch(w *writeWork, now bool) error {
 		if len(b) == 0 {
 			return true
 		}
-		if c.closing.Load() {
+		if !c.state().takesPrices() {
 			return false
 		}
 		if now {
@@ -158,7 +158,7 @@ func (c *Conn) startWrite() (int64, error) {
 	}
 	// A cut (a deadline in the past) that came before this deadline must
 	// not be undone by it: cut marks itself before it sets its deadline.
-	if c.isCut.Load() {
+	if c.state() >= stateCut {
 		return now, errCut
 	}
 	return now, nil

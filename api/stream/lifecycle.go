@@ -25,11 +25,10 @@ func (c *Conn) Close(code int, reason string) {
 func (c *Conn) closeWith(code int, reason string, wait time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closeCode != 0 || c.ended {
+	if !c.move(stateClosing) {
 		return
 	}
 	c.closeCode, c.closeReason = code, reason
-	c.closing.Store(true)
 	c.quitOnce.Do(func() { close(c.quit) })
 	c.hub.m.closed(code)
 	time.AfterFunc(wait, c.cut)
@@ -42,12 +41,11 @@ func (c *Conn) closeWith(code int, reason string, wait time.Duration) {
 // returns. After the node's own close there is nothing to answer.
 func (c *Conn) echoClose(code int) {
 	c.mu.Lock()
-	if c.closeCode != 0 || c.ended {
+	if !c.move(stateClosing) {
 		c.mu.Unlock()
 		return
 	}
 	c.closeCode = code
-	c.closing.Store(true)
 	c.quitOnce.Do(func() { close(c.quit) })
 	done := make(chan struct{})
 	c.closeDone = done
@@ -66,11 +64,13 @@ func (c *Conn) echoClose(code int) {
 // (closing it here would free its descriptor under a writer that may
 // still hold it).
 func (c *Conn) cut() {
-	c.isCut.Store(true)
 	c.quitOnce.Do(func() { close(c.quit) })
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.released {
+	// The state shows the cut before the deadline does: a writer that
+	// moves its deadline after this looks at the state then (startWrite).
+	c.move(stateCut)
+	if c.state() == stateReleased {
 		return // the server has the connection back: it is closed or reused
 	}
 	c.ws.NetConn().SetDeadline(longAgo) //nolint:errcheck // a closed connection is cut already
@@ -84,17 +84,17 @@ var longAgo = time.Unix(1, 0)
 func (c *Conn) end() {
 	c.endOnce.Do(func() {
 		c.mu.Lock()
-		c.ended = true
+		c.move(stateEnded)
 		subs := make([]*sub, 0, len(c.subs))
 		for _, st := range c.subs {
-			st.removed = true
+			st.remove()
 			subs = append(subs, st)
 		}
 		c.mu.Unlock()
 		c.cut()
 		c.writerDone.Wait()
 		c.mu.Lock()
-		c.released = true
+		c.move(stateReleased)
 		c.mu.Unlock()
 		// Before the hub lets Shutdown return (remove), so that what
 		// onEnd starts is under way by then.

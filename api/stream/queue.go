@@ -38,7 +38,7 @@ func (st *sub) deliver(gen int64, body []byte, sum uint64, at int64, f *flusher)
 	c := st.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st.removed || gen <= st.gen || c.closeCode != 0 {
+	if st.state == subRemoved || gen <= st.gen || !c.state().takesPrices() {
 		return
 	}
 	st.gen = gen
@@ -47,7 +47,7 @@ func (st *sub) deliver(gen int64, body []byte, sum uint64, at int64, f *flusher)
 	}
 	st.sum = sum
 	c.queuePrice(st, body, at)
-	if st.acked {
+	if st.state == subAcked {
 		c.claim(f)
 	}
 }

@@ -75,9 +75,9 @@ func (c *Conn) takeWork(w *writeWork) bool {
 	keep := c.order[:0]
 	for _, st := range c.order {
 		switch {
-		case !st.pending || st.removed:
+		case !st.pending || st.state == subRemoved:
 			// taken already, or unsubscribed
-		case !st.acked:
+		case st.state == subNew:
 			keep = append(keep, st)
 		default:
 			w.bodies = append(w.bodies, pendingPrice{body: st.body, at: st.at})
@@ -135,19 +135,20 @@ func (c *Conn) write(rest *writeWork) {
 	var w writeWork
 	for {
 		c.mu.Lock()
-		if c.ended {
-			c.writing = false
+		switch c.state() {
+		case stateOpen:
+		case stateClosing:
+			code, reason := c.closeCode, c.closeReason
+			c.move(stateCloseSent)
 			c.mu.Unlock()
-			return
-		}
-		if c.closeCode != 0 {
-			code, reason, sent := c.closeCode, c.closeReason, c.closeSent
-			c.closeSent = true
-			c.mu.Unlock()
-			if !sent {
-				c.sendClose(code, reason)
-			}
+			c.sendClose(code, reason)
 			c.stopWriting()
+			return
+		default:
+			// The close frame went out, or the socket is cut: nothing
+			// more is written.
+			c.writerStopped()
+			c.mu.Unlock()
 			return
 		}
 		if !c.takeWork(&w) {
@@ -174,13 +175,14 @@ func (c *Conn) write(rest *writeWork) {
 func (c *Conn) writeNow(w *writeWork) {
 	for {
 		c.mu.Lock()
-		if c.ended {
-			c.writing = false
+		s := c.state()
+		if !s.writable() {
+			c.writerStopped()
 			c.mu.Unlock()
 			c.writerDone.Done()
 			return
 		}
-		if c.closeCode != 0 || c.slow {
+		if !s.takesPrices() || c.slow {
 			c.mu.Unlock()
 			go c.write(nil)
 			return
@@ -216,7 +218,7 @@ func (c *Conn) claim(f *flusher) {
 		c.kick()
 		return
 	}
-	if c.writing || c.ended {
+	if c.writing || !c.state().writable() {
 		return
 	}
 	c.writing = true
@@ -245,7 +247,7 @@ func (f *flusher) flush() {
 
 // kick starts the writer unless it runs; c.mu is held.
 func (c *Conn) kick() {
-	if c.writing || c.ended {
+	if c.writing || !c.state().writable() {
 		return
 	}
 	c.writing = true
