@@ -1,8 +1,12 @@
 package stream
 
-import (
-	"context"
-)
+import "context"
+
+// The hub's two drain loops: each waits for one request, then takes what
+// else waits, up to one read's worth, so that under load one read serves
+// many. The batchers of cache/trips.go and ratelimit/batcher.go have the
+// same shape; these two stay apart from the code they feed so that they
+// can be moved onto one shared batching queue as they are.
 
 // maxRead is how many markets one fallback read asks for.
 const maxRead = 500

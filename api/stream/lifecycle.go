@@ -6,12 +6,14 @@ import (
 	"github.com/fasthttp/websocket"
 )
 
-// Close codes (contract §3).
+// Close codes (contract §3; 1003 and 1007 as RFC 6455 §7.4.1 has them).
 const (
-	CloseGoingAway     = websocket.CloseGoingAway // 1001: the node shuts down
-	CloseRevoked       = 4401                     // the key was revoked or expired
-	CloseAccessRemoved = 4403                     // the account's access was withdrawn
-	CloseStalled       = 4008                     // the client took nothing for StallAfter
+	CloseGoingAway       = websocket.CloseGoingAway               // 1001: the node shuts down
+	CloseRevoked         = 4401                                   // the key was revoked or expired
+	CloseAccessRemoved   = 4403                                   // the account's access was withdrawn
+	CloseStalled         = 4008                                   // the client took nothing for StallAfter
+	CloseUnsupportedData = websocket.CloseUnsupportedData         // 1003: a binary message (commands are text)
+	CloseInvalidPayload  = websocket.CloseInvalidFramePayloadData // 1007: a text message that is not UTF-8
 )
 
 // Close ends the connection with code: the close frame goes out after the

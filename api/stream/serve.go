@@ -3,6 +3,9 @@ package stream
 import (
 	"context"
 	"time"
+	"unicode/utf8"
+
+	"github.com/fasthttp/websocket"
 )
 
 // maxControlFrame is the largest control frame from a client: 2 header
@@ -125,15 +128,26 @@ type readOutcome struct {
 }
 
 // readOne reads one message and begins its command. (Control frames,
-// pings and pongs, are handled inside the read.)
+// pings and pongs, are handled inside the read; a message over
+// MaxCommandBytes ends the read, and the library closes with 1009.) A
+// binary message, or a text message that is not UTF-8, is no command: it
+// closes the connection (1003, 1007), and the read goes on until the
+// client answers the close or CloseWait cuts the connection.
 func (c *Conn) readOne(ctx context.Context) readOutcome {
-	_, data, err := c.ws.ReadMessage()
+	typ, data, err := c.ws.ReadMessage()
 	if err != nil {
 		return readOutcome{}
 	}
 	out := readOutcome{ok: true}
-	if p, then := c.handle(ctx, data); then != nil {
-		out.await, out.then = p.await, then
+	switch {
+	case typ != websocket.TextMessage:
+		c.Close(CloseUnsupportedData, "commands are text messages")
+	case !utf8.Valid(data):
+		c.Close(CloseInvalidPayload, "a text message must be UTF-8")
+	default:
+		if p, then := c.handle(ctx, data); then != nil {
+			out.await, out.then = p.await, then
+		}
 	}
 	return out
 }
