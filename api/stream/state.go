@@ -6,8 +6,8 @@ package stream
 // deadline), so it is kept in an atomic.
 //
 //	open ──close asked──▶ closing ──close frame written──▶ closeSent
-//	  └─────────────────────────┴───────────────────────────────┴──▶ cut
-//	open, closing, closeSent or cut ──Serve's read stopped──▶ ended ──▶ released
+//	open, closing or closeSent ──socket cut──▶ cut
+//	any state before ended ──Serve's read stopped──▶ ended ──writer gone──▶ released
 //
 // Who writes, at any state, is the writer role (Conn.writing), not a state:
 // it is taken and let go many times while the connection is open.
