@@ -13,7 +13,7 @@ import (
 )
 
 // StreamsConfig sizes the open-stream limit. Every field but Prefix must be
-// set: NewStreams fills in no defaults (cmd/marketdata owns them).
+// set: NewStreams fills in no defaults (DefaultStreamsConfig has them).
 type StreamsConfig struct {
 	// Limit is how many streams an account may have open across all nodes.
 	Limit int
@@ -24,6 +24,14 @@ type StreamsConfig struct {
 	Prefix string
 	// Timeout bounds each Redis round trip before the fallback decides.
 	Timeout time.Duration
+}
+
+// DefaultStreamsConfig is the one home of the open-stream limit's
+// defaults: at most 10 open streams per account across all nodes (contract
+// §3); a node that dies stops counting within the 15 s lease, its live
+// streams' slots renewed every lease/3. The caller sets Prefix.
+func DefaultStreamsConfig() StreamsConfig {
+	return StreamsConfig{Limit: 10, Lease: 15 * time.Second, Timeout: DefaultTimeout}
 }
 
 func (c StreamsConfig) validate() error {

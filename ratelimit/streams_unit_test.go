@@ -260,3 +260,15 @@ func TestStreamsFallbackMovedIntoRedis(t *testing.T) {
 		t.Errorf("slots after renewal: got %d, want 5", got)
 	}
 }
+
+// TestDefaultStreamsConfig is the contract's limit, and NewStreams takes
+// it as it is once the prefix is set.
+func TestDefaultStreamsConfig(t *testing.T) {
+	cfg := DefaultStreamsConfig()
+	if cfg.Limit != 10 || cfg.Lease != unitLease || cfg.Timeout != DefaultTimeout || cfg.Prefix != "" {
+		t.Fatalf("DefaultStreamsConfig() = %+v, want Limit 10, Lease %s, Timeout %s, no Prefix", cfg, unitLease, DefaultTimeout)
+	}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+}

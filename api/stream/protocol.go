@@ -140,7 +140,7 @@ func quote(s string, max int) string {
 }
 
 // Messages the node sends, without their "type" and "seq", which the writer
-// puts first (writer.go): each is the rest of the object, from the comma
+// puts first (frames.go): each is the rest of the object, from the comma
 // after seq to the closing brace.
 
 // subscribedRest is a subscribe's acknowledgement.

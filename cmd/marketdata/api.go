@@ -172,12 +172,9 @@ func runAPIOn(ctx context.Context, cfg *Config, b bound, noticeSubject string, l
 		return err
 	}
 	go limiter.Run(ctx)
-	// Contract §3: at most 10 open streams per account across all nodes.
-	// A node that dies stops counting within the lease (15 s); its live
-	// streams' slots are renewed every lease/3.
-	slots, err := ratelimit.NewStreams(rdb, ratelimit.StreamsConfig{
-		Limit: 10, Lease: 15 * time.Second, Prefix: cfg.RedisPrefix, Timeout: ratelimit.DefaultTimeout,
-	}, presence.Count)
+	slotsCfg := ratelimit.DefaultStreamsConfig()
+	slotsCfg.Prefix = cfg.RedisPrefix
+	slots, err := ratelimit.NewStreams(rdb, slotsCfg, presence.Count)
 	if err != nil {
 		return err
 	}
