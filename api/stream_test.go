@@ -485,7 +485,9 @@ func TestStreamPingPong(t *testing.T) {
 func TestStreamSlowSteadyReaderKept(t *testing.T) {
 	const markets = 200
 	_, nodes, secret, _ := streamWorld(t, markets, 1, withStream(func(c *stream.Config) {
-		c.StallAfter, c.StallGrace = 300*time.Millisecond, 200*time.Millisecond
+		// Long enough that a busy machine's pause of this test's reads
+		// is not a stall (300 ms was: 1 run in 4 at a load average of 30).
+		c.StallAfter, c.StallGrace = time.Second, 500*time.Millisecond
 	}))
 	c, _, err := nodes[0].dialStream(t, secret, dialOpts{rcvbuf: 4096})
 	if err != nil {
@@ -499,10 +501,10 @@ func TestStreamSlowSteadyReaderKept(t *testing.T) {
 	c.expect("subscribed")
 	start := time.Now()
 	for range markets {
-		time.Sleep(5 * time.Millisecond) // ~1 s for the whole snapshot: over StallAfter + StallGrace
+		time.Sleep(10 * time.Millisecond) // ~2 s for the whole snapshot: over StallAfter + StallGrace
 		c.expect("price")
 	}
-	if took := time.Since(start); took < 700*time.Millisecond {
+	if took := time.Since(start); took < 1700*time.Millisecond {
 		t.Fatalf("the snapshot took %s to read; the test needs more than StallAfter + StallGrace", took)
 	}
 	c.subscribe("s000")
