@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/marketdata/marketdata/api/search"
 	"github.com/marketdata/marketdata/api/stream"
 	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/internal/ratelog"
@@ -61,7 +62,7 @@ type Server struct {
 	subs     []*nats.Subscription
 	hasher   *store.Hasher
 	reader   *cache.Reader
-	search   *searchIndex
+	search   *search.Index
 	edge     *edgeMetrics
 	// hub holds the node's streams (nil: none served), slots their limit.
 	hub      *stream.Hub
@@ -113,8 +114,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	}
 	s.accountKeys, _ = d.Credentials.(AccountKeys)
 	if d.Reader != nil {
-		s.search = newSearchIndex(d.Reader)
-		s.search.log = d.Log
+		s.search = search.New(d.Reader, d.Log)
 		// The index follows the same change notices as node memory.
 		d.Reader.OnChange(s.followChange)
 		if err := d.Reader.Register(d.Registry); err != nil {
@@ -256,7 +256,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.search == nil {
 		return nil
 	}
-	go s.loadSearch(ctx)
+	go s.search.Serve(ctx, s.cfg.SearchResync)
 	return nil
 }
 
