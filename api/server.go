@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/marketdata/marketdata/api/edge"
 	"github.com/marketdata/marketdata/api/search"
 	"github.com/marketdata/marketdata/api/stream"
 	"github.com/marketdata/marketdata/cache"
@@ -63,7 +64,8 @@ type Server struct {
 	hasher   *store.Hasher
 	reader   *cache.Reader
 	search   *search.Index
-	edge     *edgeMetrics
+	// edgeMetrics count the listener's connections and refused accepts.
+	edgeMetrics *edge.Metrics
 	// hub holds the node's streams (nil: none served), slots their limit.
 	hub      *stream.Hub
 	slots    StreamSlots
@@ -160,7 +162,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	}, []string{"route"})
 
-	s.edge = newEdgeMetrics(d.Registry)
+	s.edgeMetrics = edge.NewMetrics(d.Registry)
 
 	s.app = fiber.New(fiber.Config{
 		ErrorHandler:          errorHandler(d.Log),
@@ -168,14 +170,14 @@ func New(cfg Config, d Deps) (*Server, error) {
 		// No ReadTimeout or IdleTimeout here: fasthttp's ReadTimeout also
 		// runs while a new connection waits for its first request and then
 		// answers it 408 unasked. Each connection keeps the contract's
-		// deadlines itself (edgeConn): RequestTimeout from a request's
+		// deadlines itself (edge.Conn): RequestTimeout from a request's
 		// first byte, IdleTimeout between requests, closed quietly.
 		WriteTimeout: 10 * time.Second,
 		// The read buffer bounds the request line and headers together
 		// (contract: 16 KiB, more is 431). Idle connections give their
 		// buffers back (ReduceMemoryUsage), so 10,000 idle keep-alive
 		// connections do not hold 160 MB of read buffers.
-		ReadBufferSize:    MaxHeaderBytes,
+		ReadBufferSize:    edge.MaxHeaderBytes,
 		ReduceMemoryUsage: true,
 		// An answer (headers and body) up to this size leaves in one
 		// write(2): a 50-id snapshot is some 20 KB and an /events page of
@@ -183,7 +185,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		// writes or more. The buffers are pooled per answer being
 		// written, not held by idle connections.
 		WriteBufferSize: responseWriteBuffer,
-		BodyLimit:       maxBodyBytes,
+		BodyLimit:       edge.MaxBodyBytes,
 		JSONEncoder:     marshalJSON,
 	})
 	// A request fasthttp cannot read gets a fixed answer; Fiber's own
@@ -191,7 +193,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	srv := s.app.Server()
 	srv.ErrorHandler = s.readError
 	srv.SecureErrorLogMessage = true
-	srv.ConnState = edgeConnState
+	srv.ConnState = edge.ConnState
 	// A stream closes its own connection (stream_route.go): the server
 	// lets go of it at the upgrade, with its request buffer.
 	srv.KeepHijackedConns = true
@@ -206,7 +208,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 
 func (s *Server) routes() {
 	// A panic becomes an error (503 unavailable, logged), never a crash.
-	s.app.Use(s.observe, recover.New(), s.requestID, s.refuseControlBytes, s.cors)
+	s.app.Use(s.observe, recover.New(), s.requestID, s.refuseMalformed, s.cors)
 	v1 := s.app.Group("/public/v1")
 	v1.Get("/openapi.json", s.openAPI)
 	v1.Get("/key", s.guard(""), s.getKey)
@@ -266,7 +268,7 @@ func (s *Server) Start(ctx context.Context) error {
 // never exits because of its clients), and every connection keeps the
 // request and idle deadlines.
 func (s *Server) Serve(ln net.Listener) error {
-	return s.app.Listener(newEdgeListener(ln, s.cfg.MaxConns, s.cfg.RequestTimeout, s.cfg.IdleTimeout, s.edge, s.log))
+	return s.app.Listener(edge.NewListener(ln, s.cfg.MaxConns, s.cfg.RequestTimeout, s.cfg.IdleTimeout, s.edgeMetrics, s.log))
 }
 
 // Shutdown stops accepting connections, closes the streams (1001; fasthttp
