@@ -148,7 +148,7 @@ func runAPIOn(ctx context.Context, cfg *Config, b bound, noticeSubject string, l
 
 	id := make([]byte, 6)
 	rand.Read(id) // crypto/rand.Read never fails
-	presence, err := api.NewPresence(nc, notice.PresenceSubject, hex.EncodeToString(id), api.PresenceInterval)
+	presence, err := ratelimit.NewPresence(nc, notice.PresenceSubject, hex.EncodeToString(id), ratelimit.PresenceInterval)
 	if err != nil {
 		return err
 	}
