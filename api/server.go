@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fasthttp/websocket"
@@ -60,7 +59,6 @@ type Server struct {
 	origins  map[string]bool
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
-	subs     []*nats.Subscription
 	hasher   *store.Hasher
 	reader   *cache.Reader
 	search   *search.Index
@@ -80,13 +78,8 @@ type Server struct {
 	// counted); usageStore is where they go and /account/usage reads.
 	usage      *usageFlusher
 	usageStore UsageStore
-	// noticesDropped is the change subscription's drop count last seen.
-	noticesDropped atomic.Int64
-	// nc and its handlers before subscribe, given back by unsubscribe.
-	nc             *nats.Conn
-	prevReconnect  nats.ConnHandler
-	prevDisconnect nats.ConnErrHandler
-	prevErr        nats.ErrHandler
+	// notices is the subscription to key and change notices.
+	notices noticeSubs
 	// limitsWarn and authFailWarn keep the "decided by this node alone"
 	// WARNs (one per request while Redis is down) to one per 10 s.
 	limitsWarn, authFailWarn ratelog.Limiter
@@ -110,9 +103,8 @@ func New(cfg Config, d Deps) (*Server, error) {
 		d.Registry = prometheus.NewRegistry()
 	}
 	s := &Server{
-		cfg: cfg, keys: newKeyCache(d.Credentials, cfg.KeyCacheTTL, keyCacheSize, d.Now), limiter: d.Limiter,
-		log: d.Log, now: d.Now, origins: map[string]bool{cfg.DocsOrigin: true},
-		hasher: store.NewHasher(cfg.KeyPepper), reader: d.Reader,
+		cfg: cfg, limiter: d.Limiter, log: d.Log, now: d.Now, origins: map[string]bool{cfg.DocsOrigin: true},
+		hasher: store.NewHasher(cfg.KeyPepper), reader: d.Reader, streamCtx: context.Background(),
 	}
 	s.accountKeys, _ = d.Credentials.(AccountKeys)
 	if d.Reader != nil {
@@ -123,7 +115,9 @@ func New(cfg Config, d Deps) (*Server, error) {
 			return nil, fmt.Errorf("api: register the reader's metrics: %w", err)
 		}
 	}
-	s.streamCtx = context.Background()
+	// recheck tells open streams that a key or account changed (nil: no
+	// streams served).
+	var recheck func(accountID, keyID string)
 	if d.Reader != nil && d.StreamSlots != nil {
 		hub, err := stream.New(d.Reader, cfg.Stream, d.Log)
 		if err != nil {
@@ -135,7 +129,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		// Streams follow the same change notices as node memory, after it.
 		d.Reader.OnChange(hub.OnChange)
 		s.hub, s.slots, s.upgrader = hub, d.StreamSlots, s.newUpgrader()
-		s.keys.onChange = s.recheckStreams
+		recheck = s.recheckStreams
 	}
 	if d.Usage != nil {
 		s.usageStore = d.Usage
@@ -150,12 +144,13 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s.requests = f.NewCounterVec(prometheus.CounterOpts{
 		Name: "marketdata_http_requests_total", Help: "API answers by route and status.",
 	}, []string{"route", "status"})
-	s.keys.staleMax = cfg.KeyStaleMax
-	s.keys.log = d.Log
-	s.keys.render = s.renderKey
-	s.keys.servedStale = f.NewCounter(prometheus.CounterOpts{
-		Name: "marketdata_api_keys_served_stale_total",
-		Help: "Requests whose key was accepted from the node's memory because Postgres could not be reached (MD_KEY_STALE_MAX).",
+	s.keys = newKeyCache(d.Credentials, keyCacheOptions{
+		TTL: cfg.KeyCacheTTL, StaleMax: cfg.KeyStaleMax, Size: keyCacheSize, Now: d.Now, Log: d.Log,
+		Render: s.renderKey, OnChange: recheck,
+		ServedStale: f.NewCounter(prometheus.CounterOpts{
+			Name: "marketdata_api_keys_served_stale_total",
+			Help: "Requests whose key was accepted from the node's memory because Postgres could not be reached (MD_KEY_STALE_MAX).",
+		}),
 	})
 	s.latency = f.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "marketdata_http_request_seconds", Help: "API answer time by route.",
