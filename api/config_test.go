@@ -50,24 +50,3 @@ func TestNewRefusesZero(t *testing.T) {
 		t.Errorf("KeyStaleMax 0: got %v, want accepted", err)
 	}
 }
-
-// TestNewPresenceRefuses: no subject, no id or no interval is refused.
-func TestNewPresenceRefuses(t *testing.T) {
-	for _, tc := range []struct {
-		subject, id string
-		interval    time.Duration
-		want        string
-	}{
-		{"", "n1", time.Second, "subject"},
-		{"s", "", time.Second, "id"},
-		{"s", "n1", 0, "interval"},
-		{"s", "n1", -time.Second, "interval"},
-	} {
-		if _, err := NewPresence(nil, tc.subject, tc.id, tc.interval); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("NewPresence(%q, %q, %s): got %v, want an error naming the %s", tc.subject, tc.id, tc.interval, err, tc.want)
-		}
-	}
-	if p, err := NewPresence(nil, "s", "n1", PresenceInterval); err != nil || p.Count() != 1 {
-		t.Errorf("NewPresence: got %v, %v; want a presence counting this node", p, err)
-	}
-}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/marketdata/marketdata/api"
+	"github.com/marketdata/marketdata/api/edge"
 )
 
 // dial opens a raw connection to the node, closed when the test ends.
@@ -109,9 +109,13 @@ func TestEdgeMalformedRequests(t *testing.T) {
 		{"NUL in header name", line + "Host: x\r\n" + auth + "X-N\x00ul: 1\r\n\r\n", 400, "could not be read"},
 		{"bad content length", line + "Host: x\r\n" + auth + "Content-Length: 12ab\r\n\r\n", 400, "could not be read"},
 		{"bad chunk size", line + "Host: x\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400, "could not be read"},
-		{"headers over 16 KiB", pad(api.MaxHeaderBytes+1024, line+"Host: x\r\n"+auth), 431, "exceed 16 KiB"},
-		{"headers just over 16 KiB", pad(api.MaxHeaderBytes+1, line+"Host: x\r\n"+auth), 431, "exceed 16 KiB"},
+		{"headers over 16 KiB", pad(edge.MaxHeaderBytes+1024, line+"Host: x\r\n"+auth), 431, "exceed 16 KiB"},
+		{"headers just over 16 KiB", pad(edge.MaxHeaderBytes+1, line+"Host: x\r\n"+auth), 431, "exceed 16 KiB"},
 		{"body too large", line + "Host: x\r\n" + auth + "Content-Length: 99999999\r\n\r\n", 413, "too large"},
+		{"HTTP/9.9", strings.Replace(line, "HTTP/1.1", "HTTP/9.9", 1) + "Host: x\r\n" + auth + "\r\n", 505, "version is not supported"},
+		{"HTTP/2.0 as text", strings.Replace(line, "HTTP/1.1", "HTTP/2.0", 1) + "Host: x\r\n" + auth + "\r\n", 505, "version is not supported"},
+		{"HTTP/0.9", strings.Replace(line, "HTTP/1.1", "HTTP/0.9", 1) + "Host: x\r\n" + auth + "\r\n", 505, "version is not supported"},
+		{"HTTP/1.2", strings.Replace(line, "HTTP/1.1", "HTTP/1.2", 1) + "Host: x\r\n" + auth + "\r\n", 505, "version is not supported"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -135,7 +139,11 @@ func TestEdgeMalformedRequests(t *testing.T) {
 	}
 	// 16 KiB of request line and headers, blank line included, is read.
 	c := n.dial(t)
-	a := send(t, c, bufio.NewReader(c), pad(api.MaxHeaderBytes, line+"Host: x\r\n"+auth))
+	a := send(t, c, bufio.NewReader(c), pad(edge.MaxHeaderBytes, line+"Host: x\r\n"+auth))
+	wantOK(t, a.answer)
+	// HTTP/1.0 is still answered.
+	c = n.dial(t)
+	a = send(t, c, bufio.NewReader(c), strings.Replace(line, "HTTP/1.1", "HTTP/1.0", 1)+"Host: x\r\n"+auth+"\r\n")
 	wantOK(t, a.answer)
 	for _, leak := range []string{secret, marker} {
 		if strings.Contains(n.logs.String(), leak) {

@@ -22,4 +22,4 @@ func (s *Server) CredentialsVersionSeen() int64 { return s.keys.version.Load() }
 
 // SearchLoads is how many full Loads of the search index have completed, so
 // a test can wait for a resync rather than sleep through its period.
-func (s *Server) SearchLoads() int64 { return s.search.loads.Load() }
+func (s *Server) SearchLoads() int64 { return s.search.Loads() }

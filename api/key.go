@@ -9,17 +9,12 @@ import (
 	"github.com/marketdata/marketdata/store"
 )
 
-// keyInfo is the answer of GET /public/v1/key.
+// keyInfo is the answer of GET /public/v1/key: the key's fields and the
+// account's window.
 type keyInfo struct {
-	KeyID       string    `json:"key_id"`
-	Last4       string    `json:"last4"`
-	AccountID   string    `json:"account_id"`
-	Scopes      []string  `json:"scopes"`
-	IPAllowlist []string  `json:"ip_allowlist"`
-	CreatedAt   time.Time `json:"created_at"`
-	ExpiresAt   time.Time `json:"expires_at"`
-	Limit       int       `json:"limit"`
-	WindowS     int64     `json:"window_s"`
+	store.KeyFields
+	Limit   int   `json:"limit"`
+	WindowS int64 `json:"window_s"`
 }
 
 // getKey describes the calling key; it needs no scope. There is nothing to
@@ -48,21 +43,10 @@ func (s *Server) renderKey(cred *store.Credential) ([]byte, error) {
 }
 
 func (s *Server) keyInfo(cred *store.Credential) keyInfo {
-	k := cred.Key
-	cidrs := make([]string, len(k.IPAllowlist))
-	for i, p := range k.IPAllowlist {
-		cidrs[i] = p.String()
-	}
-	scopes := k.Scopes
-	if scopes == nil {
-		scopes = []string{}
-	}
+	f := store.FieldsOf(&cred.Key)
+	f.AccountID = cred.Account.ID
 	lc := s.limiter.Config()
-	return keyInfo{
-		KeyID: k.ID, Last4: k.Last4, AccountID: cred.Account.ID, Scopes: scopes, IPAllowlist: cidrs,
-		CreatedAt: k.CreatedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC(),
-		Limit: lc.Limit, WindowS: int64(lc.Window / time.Second),
-	}
+	return keyInfo{KeyFields: f, Limit: lc.Limit, WindowS: int64(lc.Window / time.Second)}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -117,16 +117,37 @@ type keyEntry struct {
 // database could not be reached.
 const downRetry = time.Second
 
-// newKeyCache returns a cache of at most size secrets on src. now is its
-// clock, for the TTLs as for the stale bound.
-func newKeyCache(src Credentials, ttl time.Duration, size int, now func() time.Time) *keyCache {
+// keyCacheOptions are what a keyCache is built with beside its source.
+type keyCacheOptions struct {
+	// TTL is how long a fetched record is trusted (MD_KEY_CACHE_TTL).
+	TTL time.Duration
+	// StaleMax bounds how old a record may be served while Postgres is
+	// unreachable (MD_KEY_STALE_MAX); 0 serves none stale.
+	StaleMax time.Duration
+	// Size bounds the secrets kept (keys and unknown ones).
+	Size int
+	// Now is the clock, for the TTLs as for the stale bound.
+	Now func() time.Time
+	// Log reports serving stale records and the end of it (nil: not told).
+	Log *slog.Logger
+	// Render is a record's GET /key answer (nil: none rendered).
+	Render func(*store.Credential) ([]byte, error)
+	// ServedStale counts answers given from a stale record (nil: none).
+	ServedStale prometheus.Counter
+	// OnChange is told after every invalidation and flush (nil: no one).
+	OnChange func(accountID, keyID string)
+}
+
+// newKeyCache returns a cache of records read from src, complete as o says.
+func newKeyCache(src Credentials, o keyCacheOptions) *keyCache {
 	k := &keyCache{
-		src: src, ttl: ttl, negTTL: min(ttl, 2*time.Second), now: now,
-		fetchTimeout: 3 * time.Second,
+		src: src, ttl: o.TTL, negTTL: min(o.TTL, 2*time.Second), now: o.Now,
+		fetchTimeout: 3 * time.Second, staleMax: o.StaleMax, render: o.Render,
+		servedStale: o.ServedStale, log: o.Log, onChange: o.OnChange,
 	}
 	k.version.Store(-1)
 	k.entries = otter.Must(&otter.Options[[sha256.Size]byte, keyEntry]{
-		MaximumSize: size,
+		MaximumSize: o.Size,
 		// A record stays while it may still be served: fresh for ttl, stale
 		// for staleMax; an unknown secret only for negTTL.
 		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[[sha256.Size]byte, keyEntry]) time.Duration {
@@ -135,7 +156,7 @@ func newKeyCache(src Credentials, ttl time.Duration, size int, now func() time.T
 			}
 			return max(k.ttl, k.staleMax)
 		}),
-		Clock: keyClock(now),
+		Clock: keyClock(o.Now),
 	})
 	return k
 }

@@ -25,9 +25,8 @@ func (r *countingRender) render(c *store.Credential) ([]byte, error) {
 func TestKeyCacheRendersOncePerRecord(t *testing.T) {
 	src := &downCredentials{}
 	src.cred.Store(&store.Credential{Key: store.Key{ID: "key_1", Scopes: []string{"markets:read"}}, Account: store.Account{ID: "acc_1"}})
-	k := newKeyCache(src, 10*time.Second, keyCacheSize, time.Now)
 	r := &countingRender{}
-	k.render = r.render
+	k := newKeyCache(src, keyCacheOptions{TTL: 10 * time.Second, Size: keyCacheSize, Now: time.Now, Render: r.render})
 	get := func() *keyRecord {
 		t.Helper()
 		rec, err := k.get(context.Background(), []byte("h"))
@@ -63,7 +62,7 @@ func TestKeyCacheRendersOncePerRecord(t *testing.T) {
 // unknown, until any notice: a key created since must work at once.
 func TestKeyCacheNoticeEndsNegativeEntries(t *testing.T) {
 	src := &downCredentials{}
-	k := newKeyCache(src, 10*time.Second, keyCacheSize, time.Now)
+	k := newKeyCache(src, keyCacheOptions{TTL: 10 * time.Second, Size: keyCacheSize, Now: time.Now})
 	for range 3 {
 		if rec, err := k.get(context.Background(), []byte("h")); err != nil || rec != nil {
 			t.Fatalf("unknown secret: got %v, %v; want nil, nil", rec, err)
@@ -88,7 +87,7 @@ func TestKeyCacheBounded(t *testing.T) {
 	src := &downCredentials{}
 	src.cred.Store(&store.Credential{Key: store.Key{ID: "key_1"}, Account: store.Account{ID: "acc_1"}})
 	const size = 100
-	k := newKeyCache(src, 10*time.Second, size, func() time.Time { return time.Unix(0, now.Load()) })
+	k := newKeyCache(src, keyCacheOptions{TTL: 10 * time.Second, Size: size, Now: func() time.Time { return time.Unix(0, now.Load()) }})
 	for i := range 10 * size {
 		if rec, err := k.get(context.Background(), fmt.Appendf(nil, "h%d", i)); err != nil || rec.credential() == nil {
 			t.Fatalf("secret %d: got %v, %v", i, rec, err)
@@ -118,7 +117,7 @@ func TestKeyCacheBounded(t *testing.T) {
 func TestKeyCacheObservesVersion(t *testing.T) {
 	src := &downCredentials{}
 	src.cred.Store(&store.Credential{Key: store.Key{ID: "key_1"}, Account: store.Account{ID: "acc_1"}})
-	k := newKeyCache(src, 10*time.Second, keyCacheSize, time.Now)
+	k := newKeyCache(src, keyCacheOptions{TTL: 10 * time.Second, Size: keyCacheSize, Now: time.Now})
 	get := func() {
 		t.Helper()
 		if _, err := k.get(context.Background(), []byte("h")); err != nil {

@@ -49,9 +49,8 @@ func TestKeyCacheServesStaleWhilePostgresDown(t *testing.T) {
 	src := &downCredentials{}
 	live := &store.Credential{Key: store.Key{ID: "key_1"}, Account: store.Account{ID: "acc_1", AccessGranted: true}}
 	other := &store.Credential{Key: store.Key{ID: "key_2"}, Account: store.Account{ID: "acc_2", AccessGranted: true}}
-	k := newKeyCache(src, 10*time.Second, keyCacheSize, clock)
-	k.staleMax = time.Minute
-	k.servedStale = prometheus.NewCounter(prometheus.CounterOpts{Name: "stale_total"})
+	k := newKeyCache(src, keyCacheOptions{TTL: 10 * time.Second, Size: keyCacheSize, Now: clock,
+		StaleMax: time.Minute, ServedStale: prometheus.NewCounter(prometheus.CounterOpts{Name: "stale_total"})})
 	ctx := context.Background()
 	get := func(h string) (*store.Credential, error) {
 		t.Helper()
@@ -97,8 +96,7 @@ func TestKeyCacheServesStaleWhilePostgresDown(t *testing.T) {
 	}
 
 	// A refusal that is not about reaching the database is not papered over.
-	k2 := newKeyCache(src, 10*time.Second, keyCacheSize, clock)
-	k2.staleMax = time.Minute
+	k2 := newKeyCache(src, keyCacheOptions{TTL: 10 * time.Second, Size: keyCacheSize, Now: clock, StaleMax: time.Minute})
 	src.err.Store(nil)
 	src.cred.Store(live)
 	if _, err := k2.get(ctx, []byte("h1")); err != nil {
@@ -128,7 +126,7 @@ func TestKeyCacheStaleOff(t *testing.T) {
 	now.Store(time.Now().UnixNano())
 	src := &downCredentials{}
 	src.cred.Store(&store.Credential{Key: store.Key{ID: "key_1"}})
-	k := newKeyCache(src, 10*time.Second, keyCacheSize, func() time.Time { return time.Unix(0, now.Load()) })
+	k := newKeyCache(src, keyCacheOptions{TTL: 10 * time.Second, Size: keyCacheSize, Now: func() time.Time { return time.Unix(0, now.Load()) }})
 	if _, err := k.get(context.Background(), []byte("h")); err != nil {
 		t.Fatal(err)
 	}
@@ -146,8 +144,8 @@ func TestKeyCacheDownSkipsLookups(t *testing.T) {
 	now.Store(time.Now().UnixNano())
 	src := &downCredentials{}
 	src.cred.Store(&store.Credential{Key: store.Key{ID: "key_1"}})
-	k := newKeyCache(src, 10*time.Second, keyCacheSize, func() time.Time { return time.Unix(0, now.Load()) })
-	k.staleMax = time.Minute
+	k := newKeyCache(src, keyCacheOptions{TTL: 10 * time.Second, Size: keyCacheSize, Now: func() time.Time { return time.Unix(0, now.Load()) },
+		StaleMax: time.Minute})
 	if _, err := k.get(context.Background(), []byte("h")); err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func TestKeyCacheNoticeDuringFetch(t *testing.T) {
 	src := &slowCredentials{started: make(chan struct{}), release: make(chan struct{})}
 	live := &store.Credential{Key: store.Key{ID: "key_1", ExpiresAt: time.Now().Add(time.Hour)}, Account: store.Account{ID: "acc_1", AccessGranted: true}}
 	src.cred.Store(live)
-	k := newKeyCache(src, 10*time.Second, keyCacheSize, time.Now)
+	k := newKeyCache(src, keyCacheOptions{TTL: 10 * time.Second, Size: keyCacheSize, Now: time.Now})
 	hash := []byte("hash-of-the-secret")
 
 	done := make(chan *store.Credential)
@@ -75,7 +75,7 @@ func TestKeyCacheTTL(t *testing.T) {
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
 	src := &slowCredentials{}
 	src.cred.Store(&store.Credential{Key: store.Key{ID: "key_1"}, Account: store.Account{ID: "acc_1"}})
-	k := newKeyCache(src, 10*time.Second, keyCacheSize, clock)
+	k := newKeyCache(src, keyCacheOptions{TTL: 10 * time.Second, Size: keyCacheSize, Now: clock})
 	get := func() {
 		t.Helper()
 		if _, err := k.get(context.Background(), []byte("h")); err != nil {

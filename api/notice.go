@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,8 +29,8 @@ func (s *Server) onChangeNotice(m *nats.Msg) {
 	// Messages the client dropped before this one (the subscription fell
 	// behind): what they would have dropped is unknown.
 	if m.Sub != nil {
-		if d, err := m.Sub.Dropped(); err == nil && int64(d) > s.noticesDropped.Load() {
-			s.noticesDropped.Store(int64(d))
+		if d, err := m.Sub.Dropped(); err == nil && int64(d) > s.notices.dropped.Load() {
+			s.notices.dropped.Store(int64(d))
 			s.forgetHeld()
 		}
 	}
@@ -70,16 +71,16 @@ func (s *Server) subscribe(nc *nats.Conn) (err error) {
 	if err != nil {
 		return err
 	}
-	s.subs = append(s.subs, keySub)
+	s.notices.subs = append(s.notices.subs, keySub)
 	var changeSub *nats.Subscription
 	if s.reader != nil {
 		if changeSub, err = nc.Subscribe(s.cfg.NoticeSubject, s.onChangeNotice); err != nil {
 			return err
 		}
-		s.subs = append(s.subs, changeSub)
+		s.notices.subs = append(s.notices.subs, changeSub)
 	}
-	s.nc = nc
-	s.prevReconnect = nc.ReconnectHandler()
+	s.notices.nc = nc
+	s.notices.prevReconnect = nc.ReconnectHandler()
 	nc.SetReconnectHandler(func(c *nats.Conn) {
 		s.keys.flush()
 		if s.reader != nil {
@@ -87,22 +88,22 @@ func (s *Server) subscribe(nc *nats.Conn) (err error) {
 			// index and the replica load again.
 			s.reader.FeedUp()
 		}
-		if s.prevReconnect != nil {
-			s.prevReconnect(c)
+		if s.notices.prevReconnect != nil {
+			s.notices.prevReconnect(c)
 		}
 	})
 	// Cut from the notices, the replica cannot follow: reads go to Redis
 	// until the reconnect.
-	s.prevDisconnect = nc.DisconnectErrHandler()
+	s.notices.prevDisconnect = nc.DisconnectErrHandler()
 	nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
 		if s.reader != nil {
 			s.reader.FeedDown()
 		}
-		if s.prevDisconnect != nil {
-			s.prevDisconnect(c, err)
+		if s.notices.prevDisconnect != nil {
+			s.notices.prevDisconnect(c, err)
 		}
 	})
-	s.prevErr = nc.ErrorHandler()
+	s.notices.prevErr = nc.ErrorHandler()
 	nc.SetErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
 		switch {
 		case sub != nil && sub == keySub && errors.Is(err, nats.ErrSlowConsumer):
@@ -111,11 +112,11 @@ func (s *Server) subscribe(nc *nats.Conn) (err error) {
 		case sub != nil && sub == changeSub && errors.Is(err, nats.ErrSlowConsumer):
 			s.log.Warn("change notices lost (slow consumer): node memory dropped, search reloads", "subject", sub.Subject)
 			s.forgetHeld()
-		case s.prevErr == nil:
+		case s.notices.prevErr == nil:
 			s.log.Warn("nats error", "err", err)
 		}
-		if s.prevErr != nil {
-			s.prevErr(c, sub, err) // the connection's own logging
+		if s.notices.prevErr != nil {
+			s.notices.prevErr(c, sub, err) // the connection's own logging
 		}
 	})
 	// The subscriptions are live before the node serves: a notice sent
@@ -130,15 +131,15 @@ func (s *Server) subscribe(nc *nats.Conn) (err error) {
 // unsubscribe ends the notice subscriptions and gives the connection its
 // own handlers back.
 func (s *Server) unsubscribe() {
-	for _, sub := range s.subs {
+	for _, sub := range s.notices.subs {
 		sub.Unsubscribe() //nolint:errcheck // the connection may be closed
 	}
-	s.subs = nil
-	if s.nc != nil {
-		s.nc.SetReconnectHandler(s.prevReconnect)
-		s.nc.SetDisconnectErrHandler(s.prevDisconnect)
-		s.nc.SetErrorHandler(s.prevErr)
-		s.nc = nil
+	s.notices.subs = nil
+	if s.notices.nc != nil {
+		s.notices.nc.SetReconnectHandler(s.notices.prevReconnect)
+		s.notices.nc.SetDisconnectErrHandler(s.notices.prevDisconnect)
+		s.notices.nc.SetErrorHandler(s.notices.prevErr)
+		s.notices.nc = nil
 	}
 }
 
@@ -148,4 +149,16 @@ func (s *Server) forgetHeld() {
 	if s.reader != nil {
 		s.reader.Forget()
 	}
+}
+
+// noticeSubs is the node's subscription to the key and change notices: the
+// subscriptions, the connection's handlers it wrapped (given back by
+// unsubscribe) and the change subscription's drop count last seen.
+type noticeSubs struct {
+	subs           []*nats.Subscription
+	dropped        atomic.Int64
+	nc             *nats.Conn
+	prevReconnect  nats.ConnHandler
+	prevDisconnect nats.ConnErrHandler
+	prevErr        nats.ErrHandler
 }

@@ -1,16 +1,32 @@
 package api
 
 import (
-	"context"
+	"github.com/gofiber/fiber/v2"
 
+	"github.com/marketdata/marketdata/api/search"
 	"github.com/marketdata/marketdata/cache"
 )
 
-// summarySource is what the search index reads: the summaries of the served
-// active events (cache key P{i}:s).
-type summarySource interface {
-	Summaries(ctx context.Context) (map[string][]byte, error)
-	SummariesOf(ctx context.Context, ids []string) (map[string][]byte, error)
+var _ search.Source = (*cache.Reader)(nil)
+
+// searchEvents answers GET /markets/search from the node's in-memory index.
+func (s *Server) searchEvents(c *fiber.Ctx) error {
+	q, limit, perr := parseSearch(c.Query("q"), param(c, "limit"))
+	if err := s.admit(c); err != nil {
+		return err
+	}
+	if perr != nil {
+		return perr
+	}
+	if !s.search.Ready() {
+		return &Error{Kind: KindUnavailable, Message: "search is loading; try again"}
+	}
+	body, tag := s.search.Answer(q, limit, renderSearch)
+	return sendTagged(c, body, tag)
 }
 
-var _ summarySource = (*cache.Reader)(nil)
+// renderSearch is a search answer's body and its ETag.
+func renderSearch(items [][]byte) ([]byte, string) {
+	body := listBody(items)
+	return body, bodyTag(body)
+}

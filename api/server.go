@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fasthttp/websocket"
@@ -19,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/marketdata/marketdata/api/edge"
+	"github.com/marketdata/marketdata/api/search"
 	"github.com/marketdata/marketdata/api/stream"
 	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/internal/ratelog"
@@ -58,11 +59,11 @@ type Server struct {
 	origins  map[string]bool
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
-	subs     []*nats.Subscription
 	hasher   *store.Hasher
 	reader   *cache.Reader
-	search   *searchIndex
-	edge     *edgeMetrics
+	search   *search.Index
+	// edgeMetrics count the listener's connections and refused accepts.
+	edgeMetrics *edge.Metrics
 	// hub holds the node's streams (nil: none served), slots their limit.
 	hub      *stream.Hub
 	slots    StreamSlots
@@ -77,13 +78,8 @@ type Server struct {
 	// counted); usageStore is where they go and /account/usage reads.
 	usage      *usageFlusher
 	usageStore UsageStore
-	// noticesDropped is the change subscription's drop count last seen.
-	noticesDropped atomic.Int64
-	// nc and its handlers before subscribe, given back by unsubscribe.
-	nc             *nats.Conn
-	prevReconnect  nats.ConnHandler
-	prevDisconnect nats.ConnErrHandler
-	prevErr        nats.ErrHandler
+	// notices is the subscription to key and change notices.
+	notices noticeSubs
 	// limitsWarn and authFailWarn keep the "decided by this node alone"
 	// WARNs (one per request while Redis is down) to one per 10 s.
 	limitsWarn, authFailWarn ratelog.Limiter
@@ -107,21 +103,21 @@ func New(cfg Config, d Deps) (*Server, error) {
 		d.Registry = prometheus.NewRegistry()
 	}
 	s := &Server{
-		cfg: cfg, keys: newKeyCache(d.Credentials, cfg.KeyCacheTTL, keyCacheSize, d.Now), limiter: d.Limiter,
-		log: d.Log, now: d.Now, origins: map[string]bool{cfg.DocsOrigin: true},
-		hasher: store.NewHasher(cfg.KeyPepper), reader: d.Reader,
+		cfg: cfg, limiter: d.Limiter, log: d.Log, now: d.Now, origins: map[string]bool{cfg.DocsOrigin: true},
+		hasher: store.NewHasher(cfg.KeyPepper), reader: d.Reader, streamCtx: context.Background(),
 	}
 	s.accountKeys, _ = d.Credentials.(AccountKeys)
 	if d.Reader != nil {
-		s.search = newSearchIndex(d.Reader)
-		s.search.log = d.Log
+		s.search = search.New(d.Reader, d.Log)
 		// The index follows the same change notices as node memory.
 		d.Reader.OnChange(s.followChange)
 		if err := d.Reader.Register(d.Registry); err != nil {
 			return nil, fmt.Errorf("api: register the reader's metrics: %w", err)
 		}
 	}
-	s.streamCtx = context.Background()
+	// recheck tells open streams that a key or account changed (nil: no
+	// streams served).
+	var recheck func(accountID, keyID string)
 	if d.Reader != nil && d.StreamSlots != nil {
 		hub, err := stream.New(d.Reader, cfg.Stream, d.Log)
 		if err != nil {
@@ -133,7 +129,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		// Streams follow the same change notices as node memory, after it.
 		d.Reader.OnChange(hub.OnChange)
 		s.hub, s.slots, s.upgrader = hub, d.StreamSlots, s.newUpgrader()
-		s.keys.onChange = s.recheckStreams
+		recheck = s.recheckStreams
 	}
 	if d.Usage != nil {
 		s.usageStore = d.Usage
@@ -148,19 +144,20 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s.requests = f.NewCounterVec(prometheus.CounterOpts{
 		Name: "marketdata_http_requests_total", Help: "API answers by route and status.",
 	}, []string{"route", "status"})
-	s.keys.staleMax = cfg.KeyStaleMax
-	s.keys.log = d.Log
-	s.keys.render = s.renderKey
-	s.keys.servedStale = f.NewCounter(prometheus.CounterOpts{
-		Name: "marketdata_api_keys_served_stale_total",
-		Help: "Requests whose key was accepted from the node's memory because Postgres could not be reached (MD_KEY_STALE_MAX).",
+	s.keys = newKeyCache(d.Credentials, keyCacheOptions{
+		TTL: cfg.KeyCacheTTL, StaleMax: cfg.KeyStaleMax, Size: keyCacheSize, Now: d.Now, Log: d.Log,
+		Render: s.renderKey, OnChange: recheck,
+		ServedStale: f.NewCounter(prometheus.CounterOpts{
+			Name: "marketdata_api_keys_served_stale_total",
+			Help: "Requests whose key was accepted from the node's memory because Postgres could not be reached (MD_KEY_STALE_MAX).",
+		}),
 	})
 	s.latency = f.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "marketdata_http_request_seconds", Help: "API answer time by route.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	}, []string{"route"})
 
-	s.edge = newEdgeMetrics(d.Registry)
+	s.edgeMetrics = edge.NewMetrics(d.Registry)
 
 	s.app = fiber.New(fiber.Config{
 		ErrorHandler:          errorHandler(d.Log),
@@ -168,14 +165,14 @@ func New(cfg Config, d Deps) (*Server, error) {
 		// No ReadTimeout or IdleTimeout here: fasthttp's ReadTimeout also
 		// runs while a new connection waits for its first request and then
 		// answers it 408 unasked. Each connection keeps the contract's
-		// deadlines itself (edgeConn): RequestTimeout from a request's
+		// deadlines itself (edge.Conn): RequestTimeout from a request's
 		// first byte, IdleTimeout between requests, closed quietly.
 		WriteTimeout: 10 * time.Second,
 		// The read buffer bounds the request line and headers together
 		// (contract: 16 KiB, more is 431). Idle connections give their
 		// buffers back (ReduceMemoryUsage), so 10,000 idle keep-alive
 		// connections do not hold 160 MB of read buffers.
-		ReadBufferSize:    MaxHeaderBytes,
+		ReadBufferSize:    edge.MaxHeaderBytes,
 		ReduceMemoryUsage: true,
 		// An answer (headers and body) up to this size leaves in one
 		// write(2): a 50-id snapshot is some 20 KB and an /events page of
@@ -183,7 +180,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		// writes or more. The buffers are pooled per answer being
 		// written, not held by idle connections.
 		WriteBufferSize: responseWriteBuffer,
-		BodyLimit:       maxBodyBytes,
+		BodyLimit:       edge.MaxBodyBytes,
 		JSONEncoder:     marshalJSON,
 	})
 	// A request fasthttp cannot read gets a fixed answer; Fiber's own
@@ -191,7 +188,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	srv := s.app.Server()
 	srv.ErrorHandler = s.readError
 	srv.SecureErrorLogMessage = true
-	srv.ConnState = edgeConnState
+	srv.ConnState = edge.ConnState
 	// A stream closes its own connection (stream_route.go): the server
 	// lets go of it at the upgrade, with its request buffer.
 	srv.KeepHijackedConns = true
@@ -206,7 +203,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 
 func (s *Server) routes() {
 	// A panic becomes an error (503 unavailable, logged), never a crash.
-	s.app.Use(s.observe, recover.New(), s.requestID, s.refuseControlBytes, s.cors)
+	s.app.Use(s.observe, recover.New(), s.requestID, s.refuseMalformed, s.cors)
 	v1 := s.app.Group("/public/v1")
 	v1.Get("/openapi.json", s.openAPI)
 	v1.Get("/key", s.guard(""), s.getKey)
@@ -256,7 +253,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.search == nil {
 		return nil
 	}
-	go s.loadSearch(ctx)
+	go s.search.Serve(ctx, s.cfg.SearchResync)
 	return nil
 }
 
@@ -266,7 +263,7 @@ func (s *Server) Start(ctx context.Context) error {
 // never exits because of its clients), and every connection keeps the
 // request and idle deadlines.
 func (s *Server) Serve(ln net.Listener) error {
-	return s.app.Listener(newEdgeListener(ln, s.cfg.MaxConns, s.cfg.RequestTimeout, s.cfg.IdleTimeout, s.edge, s.log))
+	return s.app.Listener(edge.NewListener(ln, s.cfg.MaxConns, s.cfg.RequestTimeout, s.cfg.IdleTimeout, s.edgeMetrics, s.log))
 }
 
 // Shutdown stops accepting connections, closes the streams (1001; fasthttp

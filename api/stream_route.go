@@ -16,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
+	"github.com/marketdata/marketdata/api/edge"
 	"github.com/marketdata/marketdata/api/stream"
 	"github.com/marketdata/marketdata/store"
 )
@@ -183,7 +184,7 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	}
 	keyGen, _ := c.Locals(localKeyGen).(uint64)
 	release := s.slotReleaser(info)
-	hooked := onConnClose(fctx.Conn(), release)
+	hooked := edge.OnClose(fctx.Conn(), release)
 	tuneStreamSocket(fctx.Conn())
 	// The stream takes the connection itself (fasthttp's own, not its
 	// hijack wrapper) and its own goroutine, and the server lets go of it

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/marketdata/marketdata/api/edge"
 	"github.com/marketdata/marketdata/api/stream"
 )
 
@@ -21,7 +22,7 @@ const streamNotSentLowat = 16 << 10
 // tuneStreamSocket sets TCP_NOTSENT_LOWAT on a stream's connection
 // (best effort: a connection that is not TCP keeps its defaults).
 func tuneStreamSocket(c net.Conn) {
-	if ec, ok := c.(*edgeConn); ok {
+	if ec, ok := c.(*edge.Conn); ok {
 		c = ec.Conn
 	}
 	tc, ok := c.(*net.TCPConn)
@@ -46,7 +47,7 @@ func tuneStreamSocket(c net.Conn) {
 // the stream's serving goroutine uses it, between reads.
 type streamInput struct {
 	br   *bufio.Reader
-	ec   *edgeConn
+	ec   *edge.Conn
 	raw  syscall.RawConn
 	peek []byte
 	n    int
@@ -56,7 +57,7 @@ type streamInput struct {
 // newStreamInput is nil when the connection is not TCP: the read then
 // waits itself.
 func newStreamInput(nc net.Conn, br *bufio.Reader) stream.Input {
-	ec, _ := nc.(*edgeConn)
+	ec, _ := nc.(*edge.Conn)
 	if ec != nil {
 		nc = ec.Conn
 	}
@@ -73,7 +74,7 @@ func newStreamInput(nc net.Conn, br *bufio.Reader) stream.Input {
 
 // buffered: bytes wait above the socket.
 func (in *streamInput) buffered() bool {
-	return in.br.Buffered() > 0 || in.ec != nil && in.ec.ahead != nil
+	return in.br.Buffered() > 0 || in.ec != nil && in.ec.Buffered()
 }
 
 func (in *streamInput) Wait() error {
@@ -148,7 +149,7 @@ type streamOutput struct {
 // newStreamOutput is nil when the connection is not TCP: the stream's
 // writes then all go through its writer goroutine.
 func newStreamOutput(nc net.Conn) stream.Output {
-	if ec, ok := nc.(*edgeConn); ok {
+	if ec, ok := nc.(*edge.Conn); ok {
 		nc = ec.Conn
 	}
 	tc, ok := nc.(*net.TCPConn)

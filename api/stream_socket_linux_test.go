@@ -3,6 +3,8 @@ package api
 import (
 	"testing"
 	"time"
+
+	"github.com/marketdata/marketdata/internal/testenv"
 )
 
 // Once a stream runs, the WebSocket library's own writes (its close frame
@@ -12,7 +14,7 @@ import (
 // to that socket (stream.Output) with it, which holds every stream of the
 // worker's markets.
 func TestStreamLibraryWritesNeverWait(t *testing.T) {
-	_, server := loopbackPair(t) // the client reads nothing, on purpose
+	_, server := testenv.LoopbackPair(t) // the client reads nothing, on purpose
 	out := newStreamOutput(server)
 	chunk := make([]byte, 64<<10)
 	filled := 0

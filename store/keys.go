@@ -223,24 +223,21 @@ func (s *Store) AccountKeys(ctx context.Context, accountID, status, after string
 	return keys, nil
 }
 
-// KeyRecord is a key as users see it: the record `marketdata key list
-// --json` prints and GET /public/v1/account/keys answers, never with its
-// secret or hash. One type for both, so the two cannot drift apart.
-type KeyRecord struct {
-	KeyID       string     `json:"key_id"`
-	AccountID   string     `json:"account_id"`
-	Last4       string     `json:"last4"`
-	Scopes      []string   `json:"scopes"`
-	IPAllowlist []string   `json:"ip_allowlist"`
-	CreatedAt   time.Time  `json:"created_at"`
-	ExpiresAt   time.Time  `json:"expires_at"`
-	RevokedAt   *time.Time `json:"revoked_at"`
-	Status      string     `json:"status"`
+// KeyFields are a key's fields as every JSON view of it shows them (GET
+// /public/v1/key, GET /public/v1/account/keys, `marketdata key` --json),
+// never its secret or hash. The views embed it, so they cannot drift apart.
+type KeyFields struct {
+	KeyID       string    `json:"key_id"`
+	AccountID   string    `json:"account_id"`
+	Last4       string    `json:"last4"`
+	Scopes      []string  `json:"scopes"`
+	IPAllowlist []string  `json:"ip_allowlist"`
+	CreatedAt   time.Time `json:"created_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
 }
 
-// RecordOf is k's KeyRecord, its status judged at now: times in UTC,
-// lists never null.
-func RecordOf(k *Key, now time.Time) KeyRecord {
+// FieldsOf is k's KeyFields: times in UTC, lists never null.
+func FieldsOf(k *Key) KeyFields {
 	cidrs := make([]string, len(k.IPAllowlist))
 	for i, p := range k.IPAllowlist {
 		cidrs[i] = p.String()
@@ -249,13 +246,26 @@ func RecordOf(k *Key, now time.Time) KeyRecord {
 	if scopes == nil {
 		scopes = []string{}
 	}
+	return KeyFields{
+		KeyID: k.ID, AccountID: k.AccountID, Last4: k.Last4, Scopes: scopes, IPAllowlist: cidrs,
+		CreatedAt: k.CreatedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC(),
+	}
+}
+
+// KeyRecord is a key as users list it: the record `marketdata key list
+// --json` prints and GET /public/v1/account/keys answers.
+type KeyRecord struct {
+	KeyFields
+	RevokedAt *time.Time `json:"revoked_at"`
+	Status    string     `json:"status"`
+}
+
+// RecordOf is k's KeyRecord, its status judged at now.
+func RecordOf(k *Key, now time.Time) KeyRecord {
 	var revoked *time.Time
 	if k.RevokedAt != nil {
 		r := k.RevokedAt.UTC()
 		revoked = &r
 	}
-	return KeyRecord{
-		KeyID: k.ID, AccountID: k.AccountID, Last4: k.Last4, Scopes: scopes, IPAllowlist: cidrs,
-		CreatedAt: k.CreatedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC(), RevokedAt: revoked, Status: k.Status(now),
-	}
+	return KeyRecord{KeyFields: FieldsOf(k), RevokedAt: revoked, Status: k.Status(now)}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/marketdata/marketdata/api"
+	"github.com/marketdata/marketdata/api/edge"
 	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/internal/ratelog"
@@ -147,7 +148,7 @@ func runAPIOn(ctx context.Context, cfg *Config, b bound, noticeSubject string, l
 
 	id := make([]byte, 6)
 	rand.Read(id) // crypto/rand.Read never fails
-	presence, err := api.NewPresence(nc, notice.PresenceSubject, hex.EncodeToString(id), api.PresenceInterval)
+	presence, err := ratelimit.NewPresence(nc, notice.PresenceSubject, hex.EncodeToString(id), ratelimit.PresenceInterval)
 	if err != nil {
 		return err
 	}
@@ -210,7 +211,7 @@ func runAPIOn(ctx context.Context, cfg *Config, b bound, noticeSubject string, l
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}
-	api.WarnFileLimit(log, cfg.MaxConns)
+	edge.WarnFileLimit(log, cfg.MaxConns)
 	ln, err := listen(b.http, "MD_HTTP_ADDR", cfg.HTTPAddr)
 	if err != nil {
 		return err

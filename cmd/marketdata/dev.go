@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/marketdata/marketdata/api"
+	"github.com/marketdata/marketdata/api/edge"
 	"github.com/marketdata/marketdata/ingest"
 	"github.com/marketdata/marketdata/store"
 )
@@ -65,7 +65,7 @@ func (c *cli) devCmd() *cobra.Command {
 			}
 			cfg, secret := sess.cfg, sess.secret
 			applyReplicas(cmd.Flags(), cfg, &ic)
-			notes, err := applyDevSettings(cfg, c.getenv, lns.docs.Addr().String(), api.RaiseFileLimit)
+			notes, err := applyDevSettings(cfg, c.getenv, lns.docs.Addr().String(), edge.RaiseFileLimit)
 			if err != nil {
 				return err
 			}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/marketdata/marketdata/api"
+	"github.com/marketdata/marketdata/api/edge"
 	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/store"
 )
@@ -231,7 +231,7 @@ func TestApplyDevSettings(t *testing.T) {
 	if !slices.Equal(cfg.AuthFailExempt, loopback) {
 		t.Errorf("failed-auth exemption: got %v, want loopback", cfg.AuthFailExempt)
 	}
-	if want := api.FitConns(20000, 20000); cfg.MaxConns != want || want >= 20000 || notes.nofile != 20000 {
+	if want := edge.FitConns(20000, 20000); cfg.MaxConns != want || want >= 20000 || notes.nofile != 20000 {
 		t.Errorf("MD_MAX_CONNS under a limit of 20000: got %d (notes %+v), want %d", cfg.MaxConns, notes, want)
 	}
 
@@ -248,26 +248,5 @@ func TestApplyDevSettings(t *testing.T) {
 	// Production: nothing of the above.
 	if cfg := load(nil); cfg.AuthFailExempt != nil || cfg.DocsOrigin != "http://127.0.0.1:8081" || cfg.MaxConns != 20000 || len(cfg.AppOrigins) != 0 {
 		t.Errorf("api's configuration changed: exempt %v, origin %q, MD_MAX_CONNS %d", cfg.AuthFailExempt, cfg.DocsOrigin, cfg.MaxConns)
-	}
-}
-
-// TestFitConns: MD_MAX_CONNS is kept when it fits beside the reserve that
-// WarnFileLimit checks, else lowered to what fits, never below 1.
-func TestFitConns(t *testing.T) {
-	for _, c := range []struct {
-		max    int
-		nofile uint64
-		want   int
-	}{
-		{20000, 1 << 20, 20000},
-		{20000, 20256, 20000},
-		{20000, 20255, 19999},
-		{20000, 20000, 19744},
-		{20000, 1024, 768},
-		{20000, 100, 1},
-	} {
-		if got := api.FitConns(c.max, c.nofile); got != c.want {
-			t.Errorf("FitConns(%d, %d) = %d, want %d", c.max, c.nofile, got, c.want)
-		}
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/marketdata/marketdata/api"
+	"github.com/marketdata/marketdata/api/edge"
 )
 
 // What `marketdata dev` does differently from the production commands, so
@@ -105,7 +105,7 @@ func applyDevSettings(cfg *Config, getenv func(string) string, docsAddr string, 
 	}
 	n := devNotes{docsOrigin: cfg.DocsOrigin, alsoLocalhost: alsoLocalhost, maxConns: cfg.MaxConns}
 	if nofile, err := raise(); err == nil {
-		if fit := api.FitConns(cfg.MaxConns, nofile); fit != cfg.MaxConns {
+		if fit := edge.FitConns(cfg.MaxConns, nofile); fit != cfg.MaxConns {
 			cfg.MaxConns, n.maxConns, n.nofile = fit, fit, nofile
 		}
 	}

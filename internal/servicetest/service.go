@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/marketdata/marketdata/internal/testenv"
+	"github.com/marketdata/marketdata/store"
 )
 
 // Fixed secrets of every test service: tests may compute cursors or key
@@ -184,16 +185,11 @@ func (s *Service) CLIJSON(v any, args ...string) {
 	}
 }
 
-// Key is a key `marketdata key create --json` printed, with its account.
+// Key is a key `marketdata key create --json` printed, with its account
+// (which CreateKey fills in).
 type Key struct {
-	KeyID       string    `json:"key_id"`
-	Secret      string    `json:"secret"`
-	Last4       string    `json:"last4"`
-	Scopes      []string  `json:"scopes"`
-	IPAllowlist []string  `json:"ip_allowlist"`
-	CreatedAt   time.Time `json:"created_at"`
-	ExpiresAt   time.Time `json:"expires_at"`
-	AccountID   string    `json:"-"`
+	store.KeyFields
+	Secret string `json:"secret"`
 }
 
 // AllScopes are the scopes a key can have.

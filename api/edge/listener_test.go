@@ -1,4 +1,4 @@
-package api
+package edge
 
 import (
 	"bytes"
@@ -49,8 +49,8 @@ func TestEdgeListenerRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	m := newEdgeMetrics(prometheus.NewRegistry())
-	ln := newEdgeListener(&refusingListener{Listener: inner, errs: []error{
+	m := NewMetrics(prometheus.NewRegistry())
+	ln := NewListener(&refusingListener{Listener: inner, errs: []error{
 		acceptErr(syscall.EMFILE), acceptErr(syscall.EMFILE), acceptErr(syscall.ENFILE),
 		acceptErr(syscall.ENOBUFS), acceptErr(syscall.ENOMEM),
 	}}, 4, time.Second, time.Second, m, slog.New(slog.NewTextHandler(&logs, nil)))
@@ -93,8 +93,8 @@ func TestEdgeListenerPassesOtherErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := fmt.Errorf("accept: %w", syscall.EINVAL)
-	ln := newEdgeListener(&refusingListener{Listener: inner, errs: []error{bad}}, 4, time.Second, time.Second,
-		newEdgeMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
+	ln := NewListener(&refusingListener{Listener: inner, errs: []error{bad}}, 4, time.Second, time.Second,
+		NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
 	if _, err := ln.Accept(); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("Accept = %v, want EINVAL passed on", err)
 	}

@@ -1,4 +1,9 @@
-package api
+// Package edge is what every connection of an API node passes before a
+// route sees it (contract, HTTP edge): the listener that caps open
+// connections and outlasts accept failures, the connection that keeps the
+// request and idle deadlines, and the fixed answers to requests that cannot
+// be read. It knows nothing of the routes.
+package edge
 
 import (
 	"errors"
@@ -12,7 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// edgeConn is one accepted connection with the contract's read deadlines
+// Conn is one accepted connection with the contract's read deadlines
 // (HTTP edge): a request must arrive whole within requestTimeout of its
 // first byte, and a connection that waits idleTimeout for a request is
 // closed quietly.
@@ -24,7 +29,7 @@ import (
 // connection keeps them: it knows when a request's first byte arrives (a
 // read that returns data while idle, or fasthttp's StateActive for a
 // request whose first bytes it already buffered: pipelining) and when the
-// answer is done (fasthttp's StateIdle, see edgeConnState). A write does not
+// answer is done (fasthttp's StateIdle, see ConnState). A write does not
 // end the request: fasthttp writes an interim "100 Continue" before the
 // body, and flushes a pipelined answer while the next request is half read.
 // An idle wait that runs out looks like the client closing (io.EOF), which
@@ -34,7 +39,7 @@ import (
 // Anyone else setting a read deadline (fasthttp before handing a hijacked
 // connection to a WebSocket handler) takes the deadlines over: from then on
 // the connection passes everything through.
-type edgeConn struct {
+type Conn struct {
 	net.Conn
 	requestTimeout time.Duration
 	idleTimeout    time.Duration
@@ -71,7 +76,7 @@ const (
 var readAheadPool = sync.Pool{New: func() any { b := make([]byte, readAheadSize); return &b }}
 
 // read is the connection's Read with the read-ahead.
-func (c *edgeConn) read(p []byte) (int, error) {
+func (c *Conn) read(p []byte) (int, error) {
 	if c.ahead != nil {
 		b := *c.ahead
 		n := copy(p, b[c.off:])
@@ -100,15 +105,15 @@ func (c *edgeConn) read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func newEdgeConn(c net.Conn, requestTimeout, idleTimeout time.Duration, onClose func()) *edgeConn {
-	ec := &edgeConn{Conn: c, requestTimeout: requestTimeout, idleTimeout: idleTimeout, onClose: onClose}
+func newConn(c net.Conn, requestTimeout, idleTimeout time.Duration, onClose func()) *Conn {
+	ec := &Conn{Conn: c, requestTimeout: requestTimeout, idleTimeout: idleTimeout, onClose: onClose}
 	ec.Conn.SetReadDeadline(time.Now().Add(idleTimeout)) //nolint:errcheck // a closed conn fails its next read
 	return ec
 }
 
 // Read starts the request deadline at a request's first byte and turns an
 // idle wait that ran out into io.EOF.
-func (c *edgeConn) Read(p []byte) (int, error) {
+func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.read(p)
 	if c.handedOver.Load() {
 		return n, err
@@ -128,7 +133,7 @@ func (c *edgeConn) Read(p []byte) (int, error) {
 // buffered by fasthttp with the previous request (no Read saw it): the
 // request deadline starts now. (Before the first request fasthttp may say
 // so before any byte arrived; Read starts that request.)
-func (c *edgeConn) active() {
+func (c *Conn) active() {
 	if c.handedOver.Load() || c.inRequest || !c.answered {
 		return
 	}
@@ -138,7 +143,7 @@ func (c *edgeConn) active() {
 
 // idle is fasthttp's StateIdle: the answer is done; the idle wait for the
 // next request starts.
-func (c *edgeConn) idle() {
+func (c *Conn) idle() {
 	if c.handedOver.Load() {
 		return
 	}
@@ -146,11 +151,11 @@ func (c *edgeConn) idle() {
 	c.Conn.SetReadDeadline(time.Now().Add(c.idleTimeout)) //nolint:errcheck // as above
 }
 
-// edgeConnState is the fasthttp.Server's ConnState hook that tells each
-// edgeConn where its requests begin and end. fasthttp calls it for
+// ConnState is the fasthttp.Server's ConnState hook that tells each
+// Conn where its requests begin and end. fasthttp calls it for
 // StateActive and StateIdle on the connection's serving goroutine.
-func edgeConnState(nc net.Conn, st fasthttp.ConnState) {
-	c, ok := nc.(*edgeConn)
+func ConnState(nc net.Conn, st fasthttp.ConnState) {
+	c, ok := nc.(*Conn)
 	if !ok {
 		return
 	}
@@ -163,19 +168,24 @@ func edgeConnState(nc net.Conn, st fasthttp.ConnState) {
 }
 
 // SetDeadline hands the read deadlines over to the caller.
-func (c *edgeConn) SetDeadline(t time.Time) error {
+func (c *Conn) SetDeadline(t time.Time) error {
 	c.handedOver.Store(true)
 	return c.Conn.SetDeadline(t)
 }
 
 // SetReadDeadline hands the read deadlines over to the caller.
-func (c *edgeConn) SetReadDeadline(t time.Time) error {
+func (c *Conn) SetReadDeadline(t time.Time) error {
 	c.handedOver.Store(true)
 	return c.Conn.SetReadDeadline(t)
 }
 
+// Buffered reports whether bytes of the client's wait in the read-ahead,
+// read from the socket but not yet handed out: a wait for the socket to
+// become readable would miss them.
+func (c *Conn) Buffered() bool { return c.ahead != nil }
+
 // Close closes the connection and frees its place under MD_MAX_CONNS, once.
-func (c *edgeConn) Close() error {
+func (c *Conn) Close() error {
 	err := c.Conn.Close()
 	c.closeOnce.Do(func() {
 		c.onClose()
@@ -186,12 +196,12 @@ func (c *edgeConn) Close() error {
 	return err
 }
 
-// onConnClose makes fn run when the node's connection c closes, whatever
+// OnClose makes fn run when the node's connection c closes, whatever
 // ends it (a hijack handler that returns, or an upgrade whose answer could
 // not be written, so that the handler never ran); false when c is not one
 // of the node's connections (fn is then the caller's to run).
-func onConnClose(c net.Conn, fn func()) bool {
-	ec, ok := c.(*edgeConn)
+func OnClose(c net.Conn, fn func()) bool {
+	ec, ok := c.(*Conn)
 	if !ok {
 		return false
 	}

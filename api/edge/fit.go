@@ -1,4 +1,4 @@
-package api
+package edge
 
 // fileReserve is what a node needs beside client connections: its
 // listeners, Postgres, Redis and NATS connections, the runtime's own.

@@ -1,4 +1,4 @@
-package api
+package edge
 
 import (
 	"errors"
@@ -22,17 +22,17 @@ const (
 	acceptLogEvery = 10 * time.Second
 )
 
-// edgeMetrics are the edge's counters, registered once per Server.
-type edgeMetrics struct {
+// Metrics are the edge's counters, registered once per Server.
+type Metrics struct {
 	open         prometheus.Gauge
 	max          prometheus.Gauge
 	acceptErrors *prometheus.CounterVec
 	capWaits     prometheus.Counter
 }
 
-func newEdgeMetrics(reg prometheus.Registerer) *edgeMetrics {
+func NewMetrics(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
-	return &edgeMetrics{
+	return &Metrics{
 		open: f.NewGauge(prometheus.GaugeOpts{
 			Name: "marketdata_http_connections_open", Help: "Open client connections of this API node.",
 		}),
@@ -50,13 +50,13 @@ func newEdgeMetrics(reg prometheus.Registerer) *edgeMetrics {
 	}
 }
 
-// edgeListener is the node's listener: at most max connections are open at
+// Listener is the node's listener: at most max connections are open at
 // once (at the cap it stops accepting, and new clients wait in the kernel's
 // backlog until one closes), and an accept the system refuses for want of
 // resources (file descriptors, buffers, memory) is retried after a wait
 // instead of ending Serve, which would end the process. Every connection
-// it gives out is an edgeConn.
-type edgeListener struct {
+// it gives out is an Conn.
+type Listener struct {
 	net.Listener
 	slots          chan struct{}
 	freed          chan struct{}
@@ -64,7 +64,7 @@ type edgeListener struct {
 	closeOnce      sync.Once
 	requestTimeout time.Duration
 	idleTimeout    time.Duration
-	metrics        *edgeMetrics
+	metrics        *Metrics
 	log            *slog.Logger
 	// Accept runs on one goroutine (the server's accept loop): the episode
 	// state needs no lock.
@@ -82,9 +82,9 @@ type episode struct {
 	last   time.Time
 }
 
-func newEdgeListener(ln net.Listener, maxConns int, requestTimeout, idleTimeout time.Duration, m *edgeMetrics, log *slog.Logger) *edgeListener {
+func NewListener(ln net.Listener, maxConns int, requestTimeout, idleTimeout time.Duration, m *Metrics, log *slog.Logger) *Listener {
 	m.max.Set(float64(maxConns))
-	return &edgeListener{
+	return &Listener{
 		Listener: ln, slots: make(chan struct{}, maxConns), freed: make(chan struct{}, 1),
 		done: make(chan struct{}), requestTimeout: requestTimeout, idleTimeout: idleTimeout,
 		metrics: m, log: log,
@@ -92,7 +92,7 @@ func newEdgeListener(ln net.Listener, maxConns int, requestTimeout, idleTimeout 
 }
 
 // Accept waits for a free place under the cap, then for a connection.
-func (l *edgeListener) Accept() (net.Conn, error) {
+func (l *Listener) Accept() (net.Conn, error) {
 	select {
 	case l.slots <- struct{}{}:
 	default:
@@ -118,7 +118,7 @@ func (l *edgeListener) Accept() (net.Conn, error) {
 				l.log.Info("api accepting connections again", "refused_accepts", count, "seconds", int(since.Seconds()))
 			}
 			l.metrics.open.Inc()
-			return newEdgeConn(c, l.requestTimeout, l.idleTimeout, l.release), nil
+			return newConn(c, l.requestTimeout, l.idleTimeout, l.release), nil
 		}
 		reason, retry := acceptErrorReason(err)
 		if !retry {
@@ -140,7 +140,7 @@ func (l *edgeListener) Accept() (net.Conn, error) {
 
 // release frees a closed connection's place and wakes an accept that waits
 // for resources: the closed connection's descriptor is free now.
-func (l *edgeListener) release() {
+func (l *Listener) release() {
 	<-l.slots
 	l.metrics.open.Dec()
 	select {
@@ -150,7 +150,7 @@ func (l *edgeListener) release() {
 }
 
 // Close stops accepting; connections already open stay open.
-func (l *edgeListener) Close() error {
+func (l *Listener) Close() error {
 	l.closeOnce.Do(func() { close(l.done) })
 	return l.Listener.Close()
 }

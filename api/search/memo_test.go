@@ -1,7 +1,9 @@
-package api
+package search
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -12,25 +14,26 @@ func TestSearchAnswerMemo(t *testing.T) {
 	ctx := context.Background()
 	src := newFakeSummaries()
 	src.put("e1", "Will it rain", 10)
-	x := newSearchIndex(src)
+	x := New(src, nil)
 	if err := x.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
 	renders := 0
-	render := func(items [][]byte) []byte {
+	render := func(items [][]byte) ([]byte, string) {
 		renders++
-		return listBody(items)
+		body := bytes.Join(items, []byte(","))
+		return body, fmt.Sprintf("%q", fmt.Sprint(len(body)))
 	}
-	first, tag := x.answer("rain", 20, render)
-	again, againTag := x.answer("rain", 20, render)
-	if renders != 1 || string(first) != string(again) || tag != bodyTag(first) || againTag != tag {
+	first, tag := x.Answer("rain", 20, render)
+	again, againTag := x.Answer("rain", 20, render)
+	if renders != 1 || string(first) != string(again) || tag != fmt.Sprintf("%q", fmt.Sprint(len(first))) || againTag != tag {
 		t.Fatalf("repeated query: %d renders, tags %s %s; want 1 render and the body's tag twice", renders, tag, againTag)
 	}
 	src.put("e2", "Rain in Spain", 99)
 	if err := x.Update(ctx, []string{"e2"}); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := x.answer("rain", 20, render)
+	after, _ := x.Answer("rain", 20, render)
 	if renders != 2 || !strings.Contains(string(after), `"e2"`) {
 		t.Errorf("after an update: %d renders, answer %s; want a fresh answer holding e2", renders, after)
 	}

@@ -1,4 +1,4 @@
-package api
+package search
 
 import (
 	"cmp"
@@ -7,52 +7,52 @@ import (
 	"strings"
 )
 
-// searchBlockSize is the size of blocks a Load cuts; an Update splits a
+// defaultBlockSize is the size of blocks a Load cuts; an Update splits a
 // block grown past twice that and joins one shrunk below half of it to the
 // next. A block's text is then about 10 KB: long enough for vectorised
 // search, short enough to rebuild in microseconds.
-const searchBlockSize = 256
+const defaultBlockSize = 256
 
-// searchSep precedes every title in a block's text. Ingest refuses titles
+// sep precedes every title in a block's text. Ingest refuses titles
 // with NUL; the index replaces any in a cached title all the same, so that a
 // match never runs from one title into the next.
-const searchSep = '\x00'
+const sep = '\x00'
 
-// searchSnapshot is one immutable state of the index: its blocks in order,
+// snapshot is one immutable state of the index: its blocks in order,
 // each non-empty. Entries are sorted by volume desc, then id asc (bytewise):
 // the order of each answer group, so a search walks forward once and never
 // sorts.
-type searchSnapshot struct {
-	blocks []*searchBlock
+type snapshot struct {
+	blocks []*block
 	n      int
 }
 
-// searchBlock lays its lowered titles end to end in one string, so that a
+// block lays its lowered titles end to end in one string, so that a
 // search is a few strings.Index calls over contiguous memory (vectorised)
 // instead of a call per title.
-type searchBlock struct {
-	entries []searchEntry
-	// text is searchSep + title 0 + searchSep + title 1 ... + searchSep.
+type block struct {
+	entries []entry
+	// text is sep + title 0 + sep + title 1 ... + sep.
 	text string
 	// starts[i] is the offset in text of the separator before title i;
 	// starts[len(entries)] is the final separator's, so title i is
 	// text[starts[i]+1 : starts[i+1]].
 	starts []int
-	// firsts[i] is the first byte of title i (searchSep when empty).
+	// firsts[i] is the first byte of title i (sep when empty).
 	firsts string
 	// grams has the bit of every byte pair in the block's titles set (and
 	// maybe more: see merge): a query with a pair whose bit is clear matches
 	// nowhere in the block, so a search that would find nothing skips most
 	// blocks unread.
-	grams *searchGrams
+	grams *pairFilter
 }
 
-// searchGrams is a block's pair filter: 1 KB, for about 1,000 distinct
+// pairFilter is a block's pair filter: 1 KB, for about 1,000 distinct
 // pairs in 256 titles.
-type searchGrams [8192 / 64]uint64
+type pairFilter [8192 / 64]uint64
 
 // add sets the bits of the pairs of t.
-func (g *searchGrams) add(t string) {
+func (g *pairFilter) add(t string) {
 	for j := 1; j < len(t); j++ {
 		k := gram(t[j-1], t[j])
 		g[k/64] |= 1 << (k % 64)
@@ -60,7 +60,7 @@ func (g *searchGrams) add(t string) {
 }
 
 // or sets the bits set in o.
-func (g *searchGrams) or(o *searchGrams) {
+func (g *pairFilter) or(o *pairFilter) {
 	for i := range g {
 		g[i] |= o[i]
 	}
@@ -72,7 +72,7 @@ func gram(a, b byte) uint32 {
 }
 
 // mayHold reports whether every pair of q's may be in the block.
-func (b *searchBlock) mayHold(grams []uint32) bool {
+func (b *block) mayHold(grams []uint32) bool {
 	for _, g := range grams {
 		if b.grams[g/64]&(1<<(g%64)) == 0 {
 			return false
@@ -81,39 +81,39 @@ func (b *searchBlock) mayHold(grams []uint32) bool {
 	return true
 }
 
-type searchEntry struct {
+type entry struct {
 	id     string
 	volume float64
 	// raw is the summary as cached, answered untouched.
 	raw []byte
 }
 
-// searchItem is an entry with its lowered title, on its way into a block.
-type searchItem struct {
-	searchEntry
+// item is an entry with its lowered title, on its way into a block.
+type item struct {
+	entry
 	lower string
 }
 
 // compareEntries orders entries as answers list them.
-func compareEntries(a, b *searchEntry) int {
+func compareEntries(a, b *entry) int {
 	if c := cmp.Compare(b.volume, a.volume); c != 0 {
 		return c
 	}
 	return strings.Compare(a.id, b.id)
 }
 
-func compareItems(a, b searchItem) int { return compareEntries(&a.searchEntry, &b.searchEntry) }
+func compareItems(a, b item) int { return compareEntries(&a.entry, &b.entry) }
 
-// newSearchBlock lays out items. grams, when not nil, is a filter that
+// newBlock lays out items. grams, when not nil, is a filter that
 // already holds every pair of the items' titles.
-func newSearchBlock(items []searchItem, grams *searchGrams) *searchBlock {
+func newBlock(items []item, grams *pairFilter) *block {
 	size := 1
 	for i := range items {
 		size += 1 + len(items[i].lower)
 	}
-	b := &searchBlock{entries: make([]searchEntry, len(items)), starts: make([]int, len(items)+1), grams: grams}
+	b := &block{entries: make([]entry, len(items)), starts: make([]int, len(items)+1), grams: grams}
 	if grams == nil {
-		b.grams = new(searchGrams)
+		b.grams = new(pairFilter)
 		for i := range items {
 			b.grams.add(items[i].lower)
 		}
@@ -122,32 +122,32 @@ func newSearchBlock(items []searchItem, grams *searchGrams) *searchBlock {
 	text.Grow(size)
 	firsts := make([]byte, len(items))
 	for i := range items {
-		b.entries[i] = items[i].searchEntry
+		b.entries[i] = items[i].entry
 		b.starts[i] = text.Len()
-		text.WriteByte(searchSep)
+		text.WriteByte(sep)
 		text.WriteString(items[i].lower)
-		firsts[i] = searchSep
+		firsts[i] = sep
 		if items[i].lower != "" {
 			firsts[i] = items[i].lower[0]
 		}
 	}
 	b.starts[len(items)] = text.Len()
-	text.WriteByte(searchSep)
+	text.WriteByte(sep)
 	b.text, b.firsts = text.String(), string(firsts)
 	return b
 }
 
 // title is entry i's lowered title.
-func (b *searchBlock) title(i int) string { return b.text[b.starts[i]+1 : b.starts[i+1]] }
+func (b *block) title(i int) string { return b.text[b.starts[i]+1 : b.starts[i+1]] }
 
 // titleAt returns the entry whose title holds text offset o, from entry i on.
-func (b *searchBlock) titleAt(i, o int) int {
+func (b *block) titleAt(i, o int) int {
 	return i + sort.Search(len(b.entries)-i, func(k int) bool { return b.starts[i+k+1] > o })
 }
 
 // locate returns the block that holds key or would take it (len(blocks) when
 // key is after every entry), and key's position in that block.
-func (s *searchSnapshot) locate(key *searchEntry) (bi, i int, found bool) {
+func (s *snapshot) locate(key *entry) (bi, i int, found bool) {
 	bi = sort.Search(len(s.blocks), func(k int) bool {
 		es := s.blocks[k].entries
 		return compareEntries(&es[len(es)-1], key) >= 0
@@ -155,33 +155,33 @@ func (s *searchSnapshot) locate(key *searchEntry) (bi, i int, found bool) {
 	if bi == len(s.blocks) {
 		return bi, 0, false
 	}
-	i, found = slices.BinarySearchFunc(s.blocks[bi].entries, key, func(e searchEntry, k *searchEntry) int {
+	i, found = slices.BinarySearchFunc(s.blocks[bi].entries, key, func(e entry, k *entry) int {
 		return compareEntries(&e, k)
 	})
 	return bi, i, found
 }
 
 // find returns the entry of id, whose volume is v; nil when absent.
-func (s *searchSnapshot) find(id string, v float64) *searchItem {
-	bi, i, ok := s.locate(&searchEntry{id: id, volume: v})
+func (s *snapshot) find(id string, v float64) *item {
+	bi, i, ok := s.locate(&entry{id: id, volume: v})
 	if !ok {
 		return nil
 	}
 	b := s.blocks[bi]
-	return &searchItem{b.entries[i], b.title(i)}
+	return &item{b.entries[i], b.title(i)}
 }
 
 // blockChange is what a merge does to one block.
 type blockChange struct {
 	removed []int
-	added   []searchItem
+	added   []item
 }
 
 // merge returns a new snapshot: s without the changed ids, with the non-nil
 // changes inserted in order. vol (id → volume of s's entries) is updated in
 // place to match the result. s is not modified; the blocks no change touches
-// are shared. size is the block size (searchBlockSize).
-func (s *searchSnapshot) merge(vol map[string]float64, changes map[string]*searchItem, size int) *searchSnapshot {
+// are shared. size is the block size (defaultBlockSize).
+func (s *snapshot) merge(vol map[string]float64, changes map[string]*item, size int) *snapshot {
 	if len(changes) == 0 {
 		return s
 	}
@@ -196,7 +196,7 @@ func (s *searchSnapshot) merge(vol map[string]float64, changes map[string]*searc
 	n := s.n
 	for id, it := range changes {
 		if v, ok := vol[id]; ok {
-			if bi, i, found := s.locate(&searchEntry{id: id, volume: v}); found {
+			if bi, i, found := s.locate(&entry{id: id, volume: v}); found {
 				c := change(bi)
 				c.removed = append(c.removed, i)
 				n--
@@ -204,14 +204,14 @@ func (s *searchSnapshot) merge(vol map[string]float64, changes map[string]*searc
 			delete(vol, id)
 		}
 		if it != nil {
-			bi, _, _ := s.locate(&it.searchEntry)
+			bi, _, _ := s.locate(&it.entry)
 			c := change(bi)
 			c.added = append(c.added, *it)
 			vol[id] = it.volume
 			n++
 		}
 	}
-	out := &searchSnapshot{blocks: make([]*searchBlock, 0, len(s.blocks)+1), n: n}
+	out := &snapshot{blocks: make([]*block, 0, len(s.blocks)+1), n: n}
 	if len(s.blocks) == 0 {
 		if c := byBlock[0]; c != nil {
 			slices.SortFunc(c.added, compareItems)
@@ -220,8 +220,8 @@ func (s *searchSnapshot) merge(vol map[string]float64, changes map[string]*searc
 		return out
 	}
 	// carry holds a shrunk block's items until they join the next block.
-	var carry []searchItem
-	var carryGrams *searchGrams
+	var carry []item
+	var carryGrams *pairFilter
 	for bi, b := range s.blocks {
 		c := byBlock[bi]
 		if c == nil && carry == nil {
@@ -232,7 +232,7 @@ func (s *searchSnapshot) merge(vol map[string]float64, changes map[string]*searc
 		// The old filter with the added titles' pairs: a removed title's
 		// pairs stay set, which costs a block read now and then until the
 		// next Load, never a match.
-		grams := new(searchGrams)
+		grams := new(pairFilter)
 		*grams = *b.grams
 		if carryGrams != nil {
 			grams.or(carryGrams)
@@ -254,7 +254,7 @@ func (s *searchSnapshot) merge(vol map[string]float64, changes map[string]*searc
 
 // mergeItems appends to dst the block's entries but the removed ones, with
 // the added ones in order.
-func (b *searchBlock) mergeItems(dst []searchItem, c *blockChange) []searchItem {
+func (b *block) mergeItems(dst []item, c *blockChange) []item {
 	if c == nil {
 		c = &blockChange{}
 	}
@@ -267,7 +267,7 @@ func (b *searchBlock) mergeItems(dst []searchItem, c *blockChange) []searchItem 
 			ri++
 			continue
 		}
-		old := searchItem{b.entries[i], b.title(i)}
+		old := item{b.entries[i], b.title(i)}
 		for ai < len(c.added) && compareItems(c.added[ai], old) < 0 {
 			dst = append(dst, c.added[ai])
 			ai++
@@ -278,8 +278,8 @@ func (b *searchBlock) mergeItems(dst []searchItem, c *blockChange) []searchItem 
 }
 
 // appendBlocks adds items as one block, or as blocks of about size when
-// they are more than twice that; grams as in newSearchBlock.
-func (s *searchSnapshot) appendBlocks(items []searchItem, size int, grams *searchGrams) {
+// they are more than twice that; grams as in newBlock.
+func (s *snapshot) appendBlocks(items []item, size int, grams *pairFilter) {
 	if len(items) == 0 {
 		return
 	}
@@ -288,6 +288,6 @@ func (s *searchSnapshot) appendBlocks(items []searchItem, size int, grams *searc
 		parts = len(items) / size
 	}
 	for p := range parts {
-		s.blocks = append(s.blocks, newSearchBlock(items[p*len(items)/parts:(p+1)*len(items)/parts], grams))
+		s.blocks = append(s.blocks, newBlock(items[p*len(items)/parts:(p+1)*len(items)/parts], grams))
 	}
 }

@@ -1,4 +1,4 @@
-package api
+package search
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 )
 
-// searchIndex answers /markets/search from memory (contract §3). Redis holds
+// Index answers /markets/search from memory (contract §3). Redis holds
 // no index that ranks by "title starts with, then contains", and 50,000
 // titles fit easily in a node, so every node keeps them all: a full Load at
 // start and periodically (Run, the safety net for lost notices), and an
@@ -23,19 +23,19 @@ import (
 // only the blocks its ids leave or enter and shares the others: a notice
 // costs microseconds, not a copy of the whole index, and is visible to the
 // next Search as soon as Update returns.
-type searchIndex struct {
-	src summarySource
+type Index struct {
+	src Source
 	// log reports summaries that cannot be read and failed resyncs.
 	log  *slog.Logger
-	snap atomic.Pointer[searchSnapshot]
-	// memos are rendered answers by query (see answer).
+	snap atomic.Pointer[snapshot]
+	// memos are rendered answers by query (see Answer).
 	memos     sync.Map
 	memoCount atomic.Int64
 	// loaded is set by the first successful Load; loads counts them (a
 	// test waits on it for a resync instead of sleeping).
 	loaded atomic.Bool
 	loads  atomic.Int64
-	// blockSize is searchBlockSize (tests make it small).
+	// blockSize is defaultBlockSize (tests make it small).
 	blockSize int
 
 	// loadMu lets one Load read at a time.
@@ -61,23 +61,31 @@ type searchIndex struct {
 	dirty map[string]struct{}
 }
 
-// newSearchIndex returns an empty index on src; Load (or Run) fills it.
-func newSearchIndex(src summarySource) *searchIndex {
-	x := &searchIndex{src: src, log: slog.Default(), vol: map[string]float64{}, blockSize: searchBlockSize,
+// New returns an empty index on src that reports to log (nil: the default
+// logger); Load (or Run) fills it.
+func New(src Source, log *slog.Logger) *Index {
+	if log == nil {
+		log = slog.Default()
+	}
+	x := &Index{src: src, log: log, vol: map[string]float64{}, blockSize: defaultBlockSize,
 		reload: make(chan struct{}, 1), pending: map[string]struct{}{}, kick: make(chan struct{}, 1)}
-	x.snap.Store(&searchSnapshot{})
+	x.snap.Store(&snapshot{})
 	return x
 }
 
 // Ready reports whether the index has loaded at least once (for /readyz).
-func (x *searchIndex) Ready() bool { return x.loaded.Load() }
+func (x *Index) Ready() bool { return x.loaded.Load() }
+
+// Loads is how many full Loads have completed (a test waits on it for a
+// resync instead of sleeping through its period).
+func (x *Index) Loads() int64 { return x.loads.Load() }
 
 // Len is the number of events the index holds.
-func (x *searchIndex) Len() int { return x.snap.Load().n }
+func (x *Index) Len() int { return x.snap.Load().n }
 
 // parseSummary reads a cached summary; false when it cannot be read or names
 // another event than its key (cache never writes either).
-func (x *searchIndex) parseSummary(id string, raw []byte) (searchItem, bool) {
+func (x *Index) parseSummary(id string, raw []byte) (item, bool) {
 	var s struct {
 		UniversalID string  `json:"universal_id"`
 		Title       string  `json:"title"`
@@ -85,14 +93,14 @@ func (x *searchIndex) parseSummary(id string, raw []byte) (searchItem, bool) {
 	}
 	if err := json.Unmarshal(raw, &s); err != nil || s.UniversalID != id {
 		x.log.Warn("search: summary skipped", "event_id", id, "err", err)
-		return searchItem{}, false
+		return item{}, false
 	}
-	lower := strings.ReplaceAll(strings.ToLower(s.Title), string(searchSep), "\uFFFD")
-	return searchItem{searchEntry{id: id, volume: s.Volume, raw: raw}, lower}, true
+	lower := strings.ReplaceAll(strings.ToLower(s.Title), string(sep), "\uFFFD")
+	return item{entry{id: id, volume: s.Volume, raw: raw}, lower}, true
 }
 
 // Load replaces the index with every summary in the cache.
-func (x *searchIndex) Load(ctx context.Context) error {
+func (x *Index) Load(ctx context.Context) error {
 	x.loadMu.Lock()
 	defer x.loadMu.Unlock()
 	x.mu.Lock()
@@ -107,7 +115,7 @@ func (x *searchIndex) Load(ctx context.Context) error {
 		return fmt.Errorf("search: load: %w", err)
 	}
 	// Parse, sort and lay out outside mu: Updates go on meanwhile.
-	items := make([]searchItem, 0, len(all))
+	items := make([]item, 0, len(all))
 	vol := make(map[string]float64, len(all))
 	for id, raw := range all {
 		if it, ok := x.parseSummary(id, raw); ok {
@@ -116,9 +124,9 @@ func (x *searchIndex) Load(ctx context.Context) error {
 		}
 	}
 	slices.SortFunc(items, compareItems)
-	loaded := &searchSnapshot{n: len(items)}
+	loaded := &snapshot{n: len(items)}
 	for chunk := range slices.Chunk(items, x.blockSize) {
-		loaded.blocks = append(loaded.blocks, newSearchBlock(chunk, nil))
+		loaded.blocks = append(loaded.blocks, newBlock(chunk, nil))
 	}
 
 	x.mu.Lock()
@@ -126,7 +134,7 @@ func (x *searchIndex) Load(ctx context.Context) error {
 	// Ids updated during the read keep the state the Updates left: the
 	// current entry, or none when they left the listing.
 	cur := x.snap.Load()
-	changes := make(map[string]*searchItem, len(x.dirty))
+	changes := make(map[string]*item, len(x.dirty))
 	for id := range x.dirty {
 		changes[id] = nil
 		if v, ok := x.vol[id]; ok {
@@ -143,7 +151,7 @@ func (x *searchIndex) Load(ctx context.Context) error {
 
 // Update re-reads ids (those a change notice names): an id with a summary is
 // inserted or replaced, an id without is removed (it left the listing).
-func (x *searchIndex) Update(ctx context.Context, ids []string) error {
+func (x *Index) Update(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -153,7 +161,7 @@ func (x *searchIndex) Update(ctx context.Context, ids []string) error {
 	if err != nil {
 		return fmt.Errorf("search: update %d events: %w", len(ids), err)
 	}
-	changes := make(map[string]*searchItem, len(ids))
+	changes := make(map[string]*item, len(ids))
 	for _, id := range ids {
 		changes[id] = nil
 		if raw, ok := got[id]; ok {

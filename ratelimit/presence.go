@@ -1,4 +1,4 @@
-package api
+package ratelimit
 
 import (
 	"context"
@@ -35,11 +35,11 @@ const PresenceInterval = 2 * time.Second
 func NewPresence(nc *nats.Conn, subject, id string, interval time.Duration) (*Presence, error) {
 	switch {
 	case subject == "":
-		return nil, errors.New("api: presence subject is empty")
+		return nil, errors.New("ratelimit: presence subject is empty")
 	case id == "":
-		return nil, errors.New("api: presence node id is empty")
+		return nil, errors.New("ratelimit: presence node id is empty")
 	case interval <= 0:
-		return nil, fmt.Errorf("api: presence interval is %s, want a positive duration", interval)
+		return nil, fmt.Errorf("ratelimit: presence interval is %s, want a positive duration", interval)
 	}
 	return &Presence{id: id, nc: nc, subject: subject, interval: interval, seen: map[string]time.Time{}, count: 1}, nil
 }

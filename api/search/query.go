@@ -1,4 +1,4 @@
-package api
+package search
 
 import (
 	"strings"
@@ -16,14 +16,14 @@ import (
 // does not find "Straße", and a final sigma "ς" is not "σ". Both sides go
 // through the same mapping, so what matches is consistent whatever the
 // script. A q holding NUL matches nothing (no title holds one).
-func (x *searchIndex) Search(q string, limit int) [][]byte {
+func (x *Index) Search(q string, limit int) [][]byte {
 	return x.searchIn(x.snap.Load(), q, limit)
 }
 
 // searchIn is Search on one snapshot.
-func (x *searchIndex) searchIn(s *searchSnapshot, q string, limit int) [][]byte {
+func (x *Index) searchIn(s *snapshot, q string, limit int) [][]byte {
 	lq := strings.ToLower(q)
-	if limit <= 0 || strings.IndexByte(lq, searchSep) >= 0 {
+	if limit <= 0 || strings.IndexByte(lq, sep) >= 0 {
 		return [][]byte{}
 	}
 	out := make([][]byte, 0, min(limit, s.n))
@@ -41,7 +41,7 @@ func (x *searchIndex) searchIn(s *searchSnapshot, q string, limit int) [][]byte 
 	return s.search(out, lq, limit)
 }
 
-func (s *searchSnapshot) search(prefix [][]byte, lq string, limit int) [][]byte {
+func (s *snapshot) search(prefix [][]byte, lq string, limit int) [][]byte {
 	var inside [][]byte
 	grams := make([]uint32, 0, 16)
 	for j := 1; j < len(lq) && len(grams) < cap(grams); j++ {

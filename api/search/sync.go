@@ -1,14 +1,45 @@
-package api
+package search
 
 import (
 	"context"
+	"log/slog"
 	"time"
+
+	"github.com/marketdata/marketdata/internal/ratelog"
+	"github.com/marketdata/marketdata/internal/retry"
 )
+
+// Serve loads the index, retrying with a doubling wait (0.2 s to 5 s) while
+// its source does not answer, then keeps it fresh (Run every resync, and
+// RunUpdates) until ctx ends. Failures are logged at the first attempt and
+// then every 30 s, not once per try.
+func (x *Index) Serve(ctx context.Context, resync time.Duration) {
+	wait := retry.Backoff{First: 200 * time.Millisecond, Max: 5 * time.Second}
+	warn := ratelog.Limiter{Every: 30 * time.Second}
+	for !x.Ready() {
+		err := x.Load(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		warn.Log(ctx, x.log, slog.LevelWarn, "search index not loaded; the node stays unready and retries", "err", err)
+		if wait.Wait(ctx) != nil {
+			return
+		}
+	}
+	if wait.Retrying() {
+		x.log.Info("search index loaded; the node is ready", "events", x.Len())
+	}
+	go x.Run(ctx, resync)
+	go x.RunUpdates(ctx)
+}
 
 // Run resyncs the index with a full Load every period until ctx ends: the
 // safety net for change notices lost on the way. It loads at once when the
 // index has never loaded.
-func (x *searchIndex) Run(ctx context.Context, every time.Duration) {
+func (x *Index) Run(ctx context.Context, every time.Duration) {
 	if !x.Ready() {
 		x.resync(ctx)
 	}
@@ -31,7 +62,7 @@ func (x *searchIndex) Run(ctx context.Context, every time.Duration) {
 // blocks: ids queued while an Update runs are re-read together by the next,
 // so notices arriving faster than Redis answers cost one read, not one
 // goroutine each.
-func (x *searchIndex) Enqueue(ids []string) {
+func (x *Index) Enqueue(ids []string) {
 	x.pendingMu.Lock()
 	for _, id := range ids {
 		x.pending[id] = struct{}{}
@@ -46,8 +77,8 @@ func (x *searchIndex) Enqueue(ids []string) {
 // RunUpdates re-reads queued ids until ctx ends. An Update re-reads the
 // current summaries, so ids queued twice need one read. An Update that
 // fails (Redis unreachable) puts its ids back and the next try waits,
-// doubling from searchRetryMin to searchRetryMax.
-func (x *searchIndex) RunUpdates(ctx context.Context) {
+// doubling from retryMin to retryMax.
+func (x *Index) RunUpdates(ctx context.Context) {
 	wait := time.Duration(0)
 	for {
 		select {
@@ -67,7 +98,7 @@ func (x *searchIndex) RunUpdates(ctx context.Context) {
 			wait = 0
 			continue
 		}
-		wait = min(max(2*wait, searchRetryMin), searchRetryMax)
+		wait = min(max(2*wait, retryMin), retryMax)
 		x.log.Warn("search index update failed; retrying", "events", len(ids), "retry_in", wait.String(), "err", err)
 		x.Enqueue(ids)
 		select {
@@ -80,21 +111,21 @@ func (x *searchIndex) RunUpdates(ctx context.Context) {
 
 // The waits between failed search updates.
 const (
-	searchRetryMin = 100 * time.Millisecond
-	searchRetryMax = 5 * time.Second
+	retryMin = 100 * time.Millisecond
+	retryMax = 5 * time.Second
 )
 
 // RequestReload asks Run for a full Load as soon as it can (a flush
 // notice: the cache was rebuilt). It never blocks; many requests before
 // Run takes one make one Load.
-func (x *searchIndex) RequestReload() {
+func (x *Index) RequestReload() {
 	select {
 	case x.reload <- struct{}{}:
 	default:
 	}
 }
 
-func (x *searchIndex) resync(ctx context.Context) {
+func (x *Index) resync(ctx context.Context) {
 	if err := x.Load(ctx); err != nil && ctx.Err() == nil {
 		x.log.Warn("search index resync failed", "err", err)
 	}
