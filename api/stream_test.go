@@ -331,7 +331,10 @@ func allAt(last map[string]int64, v int64) bool {
 func TestStreamStalledClient(t *testing.T) {
 	const markets = 60
 	w, nodes, secret, _ := streamWorld(t, markets, 1, withStream(func(c *stream.Config) {
-		c.StallAfter = time.Second // the default StallGrace (500ms) stays
+		// The client reads again once it sees the node's 4008 counter; the
+		// grace covers that read on a busy machine (the default 500 ms did
+		// not, 1 run in 4 at a load average of 30: the node cut it, 1006).
+		c.StallAfter, c.StallGrace = time.Second, 2*time.Second
 	}))
 	c, _, err := nodes[0].dialStream(t, secret, dialOpts{rcvbuf: 4096})
 	if err != nil {
