@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -123,3 +125,25 @@ func (s CPUSample) UsageSince(before CPUSample) CPUUsage {
 }
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
+
+// parseStatTicks reads a /proc/<pid>/stat line: the command name and
+// utime + stime in clock ticks. The command is in parentheses and may hold
+// spaces and parentheses itself, so the fields are counted after the last ')'.
+func parseStatTicks(b []byte) (comm string, ticks int64, err error) {
+	s := string(b)
+	lp, rp := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if lp < 0 || rp < lp {
+		return "", 0, errors.New("stat: no command name")
+	}
+	f := strings.Fields(s[rp+1:])
+	if len(f) < 13 {
+		return "", 0, fmt.Errorf("stat: %d fields after the command name", len(f))
+	}
+	// Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the comm.
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return "", 0, fmt.Errorf("stat: utime/stime: %w", err)
+	}
+	return s[lp+1 : rp], ut + st, nil
+}

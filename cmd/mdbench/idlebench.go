@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -102,7 +101,7 @@ func runIdleBench(ctx context.Context, o *Options, log *slog.Logger) (any, error
 		return nil, err
 	}
 	defer stopNode(node, log)
-	res.Route = "/public/v1/prices/snapshot?ids=" + strings.Join(readsInputs(w).SnapshotIDs, ",")
+	res.Route = "/public/v1/prices/snapshot?ids=" + strings.Join(readsInputsOf(w).SnapshotIDs, ",")
 	if _, err := node.Get(ctx, res.Route); err != nil {
 		return nil, err
 	}
@@ -147,7 +146,7 @@ func idleRound(ctx context.Context, node *APINode, target Target, withFirst bool
 		if round.Without, err = Load(ctx, target, idlePlan.Conns, idlePlan.Warmup, idlePlan.Duration); err != nil {
 			return fmt.Errorf("without idle connections: %w", err)
 		}
-		round.MemWithout, err = procMem(node.Pid())
+		round.MemWithout, err = readProcMem(node.Pid())
 		return err
 	}
 	with := func() error {
@@ -165,7 +164,7 @@ func idleRound(ctx context.Context, node *APINode, target Target, withFirst bool
 		if round.With, err = Load(ctx, target, idlePlan.Conns, idlePlan.Warmup, idlePlan.Duration); err != nil {
 			return fmt.Errorf("with idle connections: %w", err)
 		}
-		if round.MemWith, err = procMem(node.Pid()); err != nil {
+		if round.MemWith, err = readProcMem(node.Pid()); err != nil {
 			return err
 		}
 		m, err := node.Metrics(ctx)
@@ -237,25 +236,6 @@ func askOnce(c net.Conn) error {
 	_, err = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return err
-}
-
-// raiseFileLimit raises this process's open-file soft limit to at least n.
-func raiseFileLimit(n uint64) error {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return fmt.Errorf("RLIMIT_NOFILE: %w", err)
-	}
-	if lim.Cur >= n {
-		return nil
-	}
-	if lim.Max < n {
-		return fmt.Errorf("RLIMIT_NOFILE hard limit %d is below the %d this benchmark needs (ulimit -Hn)", lim.Max, n)
-	}
-	lim.Cur = n
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return fmt.Errorf("raise RLIMIT_NOFILE to %d: %w", n, err)
-	}
-	return nil
 }
 
 // Print writes the rounds and the figure on stdout.

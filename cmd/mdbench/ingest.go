@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/marketdata/marketdata/cache"
@@ -28,9 +27,9 @@ type IngestParams struct {
 	FreshSec float64       `json:"freshness_duration_s"`
 }
 
-// ingestParams are the issue's figures: 5,000 markets, 100,000 updates,
+// ingestParamsV are the issue's figures: 5,000 markets, 100,000 updates,
 // batches of 1,000, then 5,000 updates/s for 20 s.
-var ingestParams = IngestParams{
+var ingestParamsV = IngestParams{
 	Events: 1000, PerEvent: 5, K: 100_000, BatchSize: 1000, Window: 4096,
 	Rate: 5000, FreshFor: 20 * time.Second,
 }
@@ -52,19 +51,8 @@ const (
 	goalRateTolerance = 0.98  // of the target rate: 4,900/s at 5,000/s
 )
 
-// Phase deadlines; the whole benchmark stays under its 3-minute timeout.
-// drainTimeout bounds a phase's wait for ingest to drain its stream (-drain:
-// a 250k-market world's seed takes minutes).
-var drainTimeout = 60 * time.Second
-
-const (
-	visibleTimeout = 90 * time.Second
-	ackTimeout     = 30 * time.Second
-	pollEvery      = 50 * time.Millisecond
-)
-
 func runIngestBench(ctx context.Context, o *Options, log *slog.Logger) (any, error) {
-	p := ingestParams
+	p := ingestParamsV
 	p.FreshSec = p.FreshFor.Seconds()
 	if p.Events < 1 || p.PerEvent < 1 || p.Rate <= 0 || p.FreshFor <= 0 {
 		return nil, fmt.Errorf("ingest parameters must be positive: %+v", p)
@@ -162,31 +150,6 @@ func runIngestBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 	return res, nil
 }
 
-// startIngestChild starts `marketdata ingest` on the sandbox's streams
-// (created if absent) and database, logging to logPath: the one way every
-// benchmark runs ingest.
-func startIngestChild(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath string, log *slog.Logger) (*Child, error) {
-	if err := ingest.EnsureStreams(ctx, sb.JS, sb.Ingest, log); err != nil {
-		return nil, err
-	}
-	child, err := StartChild(ctx, o.Bin, ingestArgs(sb.Ingest), []string{
-		"MD_DATABASE_URL=" + withAppName(dsn, "ingest"), "MD_REDIS_URL=" + o.RedisURL, "MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
-	}, logPath)
-	if err != nil {
-		return nil, fmt.Errorf("start ingest: %w", err)
-	}
-	return child, nil
-}
-
-func ingestArgs(ic ingest.Config) []string {
-	return []string{"ingest",
-		"--stream", ic.Stream, "--subject-prefix", ic.SubjectPrefix,
-		"--dlq-stream", ic.DLQStream, "--dlq-prefix", ic.DLQPrefix,
-		"--notice-subject", ic.NoticeSubject, "--consumer", ic.Consumer,
-		"--batch-size", strconv.Itoa(ic.BatchSize), "--ack-wait", ic.AckWait.String(),
-	}
-}
-
 // rawBaseline upserts rows with store.UpsertPrices in batches, from one
 // goroutine, into a fresh database: what Postgres alone takes.
 func rawBaseline(ctx context.Context, sb *Sandbox, rows []store.Price, batch int, log *slog.Logger) (RawResult, error) {
@@ -249,47 +212,4 @@ func checkServed(ctx context.Context, c *cache.Cache, ids []string) error {
 		}
 	}
 	return nil
-}
-
-// phaseStart samples what a phase's figures are differences of.
-type phaseStart struct {
-	metrics Scrape
-	cpu     CPUSample
-	pg      pgPhase
-}
-
-// startPhase starts measuring ingest's phase; pg, when not nil, attributes
-// Postgres CPU to the run's own backends.
-func startPhase(ctx context.Context, child *Child, pg *PGMonitor) (phaseStart, error) {
-	m, err := child.Metrics(ctx)
-	return phaseStart{metrics: m, cpu: SampleCPU(child.Pid()), pg: pgStart(ctx, pg)}, err
-}
-
-// end measures the phase since ps: CPU, and the ingest metrics' changes.
-func (ps phaseStart) end(ctx context.Context, child *Child) (IngestSide, error) {
-	cpu := SampleCPU(child.Pid()).UsageSince(ps.cpu)
-	pg := ps.pg.end(ctx)
-	m, err := child.Metrics(ctx)
-	if err != nil {
-		return IngestSide{}, err
-	}
-	d := m.Sub(ps.metrics)
-	side := IngestSide{
-		CPU:       cpu,
-		Applied:   d[`marketdata_ingest_messages_total{kind="price",outcome="applied"}`],
-		Ignored:   d[`marketdata_ingest_messages_total{kind="price",outcome="ignored"}`],
-		Batches:   d["marketdata_ingest_batches_total"],
-		Freshness: d.SecondsHistogram("marketdata_ingest_freshness_seconds"),
-		BatchTime: d.SecondsHistogram("marketdata_ingest_batch_seconds"),
-	}
-	if n := d["marketdata_ingest_batch_messages_count"]; n > 0 {
-		side.MeanBatch = round2(d["marketdata_ingest_batch_messages_sum"] / n)
-	}
-	for _, stage := range []string{"postgres", "redis", "rejects"} {
-		side.Failures += d[`marketdata_ingest_failures_total{stage="`+stage+`"}`]
-	}
-	if side.PG = pg; pg != nil && side.Applied > 0 {
-		side.PGPerAppliedUS = round2(1e6 * pg.Seconds["ingest"] / side.Applied)
-	}
-	return side, nil
 }

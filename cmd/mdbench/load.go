@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -114,3 +115,22 @@ func Load(ctx context.Context, t Target, conns int, warmup, d time.Duration) (Lo
 }
 
 func ms(d time.Duration) float64 { return round2(float64(d.Microseconds()) / 1000) }
+
+// raiseFileLimit raises this process's open-file soft limit to at least n.
+func raiseFileLimit(n uint64) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("RLIMIT_NOFILE: %w", err)
+	}
+	if lim.Cur >= n {
+		return nil
+	}
+	if lim.Max < n {
+		return fmt.Errorf("RLIMIT_NOFILE hard limit %d is below the %d this benchmark needs (ulimit -Hn)", lim.Max, n)
+	}
+	lim.Cur = n
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("raise RLIMIT_NOFILE to %d: %w", n, err)
+	}
+	return nil
+}

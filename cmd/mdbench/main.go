@@ -33,28 +33,6 @@ import (
 	"time"
 )
 
-// Options are what every benchmark shares: the binary and the services.
-type Options struct {
-	// Bin is the absolute path of the marketdata binary under test.
-	Bin string
-	// Out is the directory that receives <bench>.json and child logs.
-	Out string
-	// PostgresURL names the server's maintenance database (sandboxes create
-	// their own next to it).
-	PostgresURL string
-	// RedisURL and NATSURL are the local Redis and NATS servers.
-	RedisURL, NATSURL string
-	// Machine describes where the run happens; every result carries it.
-	Machine Machine
-	// Usage counts usage in the API nodes (the default, as in production);
-	// false starts them with --usage=false, for issue 11's comparison of
-	// the same run with counting on and off.
-	Usage bool
-	// Profile asks the reads benchmark for a CPU profile of every route,
-	// the stream benchmark for one of the node in its steady phase.
-	Profile bool
-}
-
 // Bench is one named benchmark. Run prints its table and returns what goes
 // into <out>/<name>.json; an error means the benchmark itself failed.
 type Bench struct {
@@ -81,24 +59,6 @@ var benches = []Bench{
 		Timeout: 15 * time.Minute, Run: runStreamBench},
 }
 
-// Failer is a result that ran but found a fault that must fail the run
-// (after its JSON is written): a broken promise, not a missed speed goal.
-type Failer interface {
-	Failure() error
-}
-
-// Machine is the machine facts every result records.
-type Machine struct {
-	NumCPU     int       `json:"nproc"`
-	GoVersion  string    `json:"go_version"`
-	OS         string    `json:"os"`
-	Arch       string    `json:"arch"`
-	Hostname   string    `json:"hostname"`
-	Date       time.Time `json:"date"`
-	LoadAvg    string    `json:"loadavg_at_start"`
-	BinVersion string    `json:"bin_version"`
-}
-
 func main() {
 	os.Exit(run())
 }
@@ -118,9 +78,9 @@ func run() int {
 	fs.BoolVar(&o.Usage, "usage", true, "count usage in the API nodes; -usage=false starts them with --usage=false (run a bench both ways to see what counting costs)")
 	fs.BoolVar(&o.Profile, "profile", false, "reads: take a CPU profile of the API on every route, not only on those that missed a goal; stream: of the node in the steady phase; poll: of one API node and of ingest in the last round")
 	fs.DurationVar(&drainTimeout, "drain", drainTimeout, "how long a phase waits for ingest to drain its stream (raise it for big worlds)")
-	ingestFlags(fs, &ingestParams)
-	pollFlags(fs, &pollParams)
-	streamFlags(fs, &streamParams)
+	ingestFlags(fs, &ingestParamsV)
+	pollFlags(fs, &pollParamsV)
+	streamFlags(fs, &streamParamsV)
 	var bareAddr, bareBody, bareBodies, selfProfile string
 	fs.StringVar(&selfProfile, "self-profile", "", "write mdbench's own CPU profile (the load generator's) over the whole run to this file")
 	fs.StringVar(&bareAddr, "serve-bare", "", "internal: serve the bare baseline on this address")

@@ -5,10 +5,6 @@ import (
 	"time"
 )
 
-// maxRegressionsKept is how many regressions a run keeps in full (the count
-// is always exact).
-const maxRegressionsKept = 10
-
 // Regression is an answer that showed a poller an older version of a market
 // than one it had already seen. Times are ms since the benchmark's clock
 // started.

@@ -34,7 +34,7 @@ type PollParams struct {
 	Warmup, Duration, Grace time.Duration `json:"-"`
 }
 
-// pollParams: 1,000 pollers of 50 ids over the reads world (50,000 events,
+// pollParamsV: 1,000 pollers of 50 ids over the reads world (50,000 events,
 // 250,000 markets), 64 connections, 5,000 updates/s.
 //
 // Popularity is Zipf with s = 1.1 and v = 10: s near 1 is the classic shape
@@ -48,7 +48,7 @@ type PollParams struct {
 // measured each: the machine is shared, and the median of 5 survives two
 // disturbed rounds; 5 × 20 s keeps the benchmark near 3 minutes with its
 // setup. The staleness window ends 1 s before a run does.
-var pollParams = PollParams{
+var pollParamsV = PollParams{
 	Events: 50_000, Pollers: 1000, IDs: 50, Conns: 64, Rate: 5000, ZipfS: 1.1, ZipfV: 10,
 	Rounds: 5, Seed: readsSeed, Accounts: 1000,
 	Warmup: 2 * time.Second, Duration: 8 * time.Second, Grace: time.Second,
@@ -72,13 +72,10 @@ const (
 	goalPollP99MS      = 10.0
 	goalPollStaleP99MS = 100.0 // answer staleness
 	goalPollRSSMB      = 400.0
-	goalPGPerAppliedUS = 50.0
 	// goalIngestFreshP99MS: ingest at 5,000 updates/s beside the poll load.
 	goalIngestFreshP99MS = 100.0
 	pollCaptureWorkers   = 8
-	pollKeyWorkers       = 8
 	pollRSSEvery         = 500 * time.Millisecond
-	pollPublishWindow    = 4096
 	pollPlanMarginFactor = 2
 )
 
@@ -87,7 +84,7 @@ var pollNames = []string{"api-a", "api-b"}
 
 func runPollBench(ctx context.Context, o *Options, log *slog.Logger) (any, error) {
 	began := time.Now()
-	p := pollParams
+	p := pollParamsV
 	p.Markets = p.Events * readsPerEvent
 	p.WarmupS, p.RunS, p.GraceS = p.Warmup.Seconds(), p.Duration.Seconds(), p.Grace.Seconds()
 	p.Accounts = max(1, min(p.Accounts, p.Pollers))
@@ -118,7 +115,7 @@ func runPollBench(ctx context.Context, o *Options, log *slog.Logger) (any, error
 	}
 	res.Load.GenerateSeconds = genSeconds
 	t = time.Now()
-	secrets, err := createBenchKeys(ctx, dsn, p.Accounts, pollKeyWorkers)
+	secrets, err := createBenchKeys(ctx, dsn, p.Accounts, keyWorkers)
 	if err != nil {
 		return nil, fmt.Errorf("create keys: %w", err)
 	}
@@ -173,7 +170,7 @@ func runPollBench(ctx context.Context, o *Options, log *slog.Logger) (any, error
 	perRound := 2 * (p.Warmup + p.Duration)
 	planned := int(p.Rate * (time.Duration(p.Rounds) * perRound * pollPlanMarginFactor).Seconds())
 	sched := newSchedule(began, p.Markets, planned, pop.drawer(newRand(p.Seed+2)))
-	pub, err := NewPublisher(sb.NC, pollPublishWindow)
+	pub, err := NewPublisher(sb.NC, publishWindow)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +243,7 @@ func runPollBench(ctx context.Context, o *Options, log *slog.Logger) (any, error
 	}
 	res.Mem = map[string]ProcMem{}
 	for i, n := range nodes {
-		if res.Mem[pollNames[i]], err = procMem(n.Pid()); err != nil {
+		if res.Mem[pollNames[i]], err = readProcMem(n.Pid()); err != nil {
 			return nil, err
 		}
 	}

@@ -147,19 +147,6 @@ func (e *roundEnv) nodeMetrics(ctx context.Context) ([]Scrape, error) {
 	return out, nil
 }
 
-// ingestBacklog is how many messages ingest has not yet acknowledged.
-func ingestBacklog(ctx context.Context, sb *Sandbox) (uint64, error) {
-	cons, err := sb.JS.Consumer(ctx, sb.Ingest.Stream, sb.Ingest.Consumer)
-	if err != nil {
-		return 0, fmt.Errorf("ingest backlog: %w", err)
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("ingest backlog: %w", err)
-	}
-	return info.NumPending + uint64(info.NumAckPending), nil
-}
-
 // sampleRSS samples the nodes' VmRSS every d until the returned function is
 // called, which returns the highest of each, in MB.
 func sampleRSS(nodes []*APINode, d time.Duration) func() map[string]float64 {
@@ -168,7 +155,7 @@ func sampleRSS(nodes []*APINode, d time.Duration) func() map[string]float64 {
 	done := make(chan struct{})
 	take := func() {
 		for i, n := range nodes {
-			if m, err := procMem(n.Pid()); err == nil {
+			if m, err := readProcMem(n.Pid()); err == nil {
 				peak[pollNames[i]] = max(peak[pollNames[i]], m.RSSMB)
 			}
 		}

@@ -170,3 +170,7 @@ func (h *durHist) quantileMS(q float64, beyond int64) (ms float64, ok bool) {
 	}
 	return 0, false
 }
+
+// maxRegressionsKept is how many regressions a run keeps in full (the count
+// is always exact).
+const maxRegressionsKept = 10

@@ -158,3 +158,7 @@ func (p *Publisher) PublishPacedFunc(ctx context.Context, count int, rate float6
 	}
 	return first, last, nil
 }
+
+// publishWindow is the publishers' bound on unacknowledged messages when
+// they publish at a paced rate beside a load.
+const publishWindow = 4096

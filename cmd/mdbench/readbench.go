@@ -1,41 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
-	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-)
-
-// The reads benchmark's data and requests: the issue's figures. It is the
-// static-read figure: each route asks for one fixed URL while nothing
-// changes, so the node's in-memory caches always hit; the poll benchmark
-// measures what pollers whose markets change see.
-const (
-	readsEvents   = 50_000
-	readsPerEvent = 5
-	readsBatch    = 1000
-	readsWorkers  = 4
-	// readsSeed fixes the world and the requests, so runs compare.
-	readsSeed = 20261122
-	// readsSnapshotIDs is how many market ids a snapshot asks for (the API's
-	// maximum).
-	readsSnapshotIDs = 50
-	// readsQuery is a common word of the feed's titles that none begins with:
-	// a search scans every title and finds a few thousand matches.
-	readsQuery = "election"
 )
 
 // Goals of the issues: issue 18 (real load) raised the ratios to 0.50 for
@@ -50,16 +24,6 @@ const (
 	goalAPIRSSMB      = 400.0
 )
 
-// ReadsInputs are the requests the benchmark makes, fixed by readsSeed.
-type ReadsInputs struct {
-	Seed             uint64   `json:"seed"`
-	SnapshotIDs      []string `json:"snapshot_ids"`
-	EventID          string   `json:"event_id"`
-	Query            string   `json:"search_query"`
-	TitlesContaining int      `json:"titles_containing_query"`
-	TitlesStarting   int      `json:"titles_starting_with_query"`
-}
-
 // AdmissionTrips counts a route's admissions, the Redis round trips they
 // took and the window script calls in them (one per account per trip).
 type AdmissionTrips struct {
@@ -67,19 +31,6 @@ type AdmissionTrips struct {
 	Admissions  float64 `json:"admissions"`
 	RoundTrips  float64 `json:"round_trips"`
 	WindowCalls float64 `json:"window_calls"`
-}
-
-// ProcMem is a process's memory from /proc/<pid>/status, in MB.
-type ProcMem struct {
-	RSSMB float64 `json:"vm_rss_mb"`
-	HWMMB float64 `json:"vm_hwm_mb"`
-}
-
-// GoalCheck is one of the issue's goals and this run's figure for it.
-type GoalCheck struct {
-	Goal  string  `json:"goal"`
-	Value float64 `json:"value"`
-	Met   bool    `json:"met"`
 }
 
 // ReadsResult is bench-results/reads.json.
@@ -129,7 +80,7 @@ func runReadsBench(ctx context.Context, o *Options, log *slog.Logger) (any, erro
 		return nil, err
 	}
 	res.Load.GenerateSeconds = genSeconds
-	res.Inputs = readsInputs(w)
+	res.Inputs = readsInputsOf(w)
 
 	// The child listens only once its search index is loaded: runAPI calls
 	// Server.Start before it binds, and /readyz answers after that.
@@ -139,7 +90,7 @@ func runReadsBench(ctx context.Context, o *Options, log *slog.Logger) (any, erro
 		return nil, err
 	}
 	defer stopNode(node, log)
-	if res.MemStart, err = procMem(node.Pid()); err != nil {
+	if res.MemStart, err = readProcMem(node.Pid()); err != nil {
 		return nil, err
 	}
 	log.Info("reads: api ready", "seconds", round2(time.Since(t).Seconds()), "rss_mb", res.MemStart.RSSMB)
@@ -176,7 +127,7 @@ func runReadsBench(ctx context.Context, o *Options, log *slog.Logger) (any, erro
 			WindowCalls: d["marketdata_ratelimit_window_calls_total"],
 		})
 	}
-	if res.MemEnd, err = procMem(node.Pid()); err != nil {
+	if res.MemEnd, err = readProcMem(node.Pid()); err != nil {
 		return nil, err
 	}
 	res.ChildWarnings = logWarnings(res.ChildLog)
@@ -230,44 +181,6 @@ func runReadsBench(ctx context.Context, o *Options, log *slog.Logger) (any, erro
 	return res, nil
 }
 
-// readsInputs draws the snapshot's market ids and the event read's id.
-func readsInputs(w *readsWorld) ReadsInputs {
-	r := rand.New(rand.NewPCG(readsSeed, readsSeed))
-	in := ReadsInputs{Seed: readsSeed, Query: readsQuery, EventID: w.Events[r.IntN(len(w.Events))].ID}
-	for _, i := range r.Perm(len(w.Markets))[:readsSnapshotIDs] {
-		in.SnapshotIDs = append(in.SnapshotIDs, w.Markets[i].ID)
-	}
-	in.TitlesContaining, in.TitlesStarting = w.countContaining(readsQuery)
-	return in
-}
-
-// procMem reads VmRSS and VmHWM (the peak RSS) of pid.
-func procMem(pid int) (ProcMem, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return ProcMem{}, fmt.Errorf("read memory of pid %d: %w", pid, err)
-	}
-	defer f.Close() //nolint:errcheck // read only: closing loses nothing
-	var m ProcMem
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (k != "VmRSS" && k != "VmHWM") {
-			continue
-		}
-		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-		if err != nil {
-			return ProcMem{}, fmt.Errorf("pid %d: %s: %w", pid, k, err)
-		}
-		if k == "VmRSS" {
-			m.RSSMB = round2(kb / 1024)
-		} else {
-			m.HWMMB = round2(kb / 1024)
-		}
-	}
-	return m, sc.Err()
-}
-
 // profileRoute loads path on the node with 64 connections while its admin
 // server records a CPU profile for d, and writes the profile to file.
 func profileRoute(ctx context.Context, n *APINode, path, file string, d time.Duration) error {
@@ -286,53 +199,6 @@ func profileRoute(ctx context.Context, n *APINode, path, file string, d time.Dur
 		err = lerr
 	}
 	return err
-}
-
-// fetchTo writes the body of a GET of u to file.
-func fetchTo(ctx context.Context, u, file string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: status %d", u, resp.StatusCode)
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close() //nolint:errcheck // the copy error is the one to report
-		return err
-	}
-	return f.Close()
-}
-
-// logWarnings counts the WARN and ERROR lines of a JSON log by level and
-// message; lines that are not JSON are left out.
-func logWarnings(path string) map[string]int {
-	out := map[string]int{}
-	f, err := os.Open(path)
-	if err != nil {
-		return out
-	}
-	defer f.Close() //nolint:errcheck // read only: closing loses nothing
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	for sc.Scan() {
-		var l struct{ Level, Msg string }
-		if json.Unmarshal(sc.Bytes(), &l) == nil && (l.Level == "WARN" || l.Level == "ERROR") {
-			out[l.Level+" "+l.Msg]++
-		}
-	}
-	return out
 }
 
 // Print writes the routes' table and the rest of the figures on stdout.

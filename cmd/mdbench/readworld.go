@@ -203,3 +203,43 @@ var readsTemplates = []func(r *rand.Rand, d time.Time) readsDraft{
 			"science", "QUAKE", upperCode(d), thresholds("Magnitude %.1f+", 5.5, 0.5)}
 	},
 }
+
+// The reads benchmark's data and requests: the issue's figures. It is the
+// static-read figure: each route asks for one fixed URL while nothing
+// changes, so the node's in-memory caches always hit; the poll benchmark
+// measures what pollers whose markets change see.
+const (
+	readsEvents   = 50_000
+	readsPerEvent = 5
+	readsBatch    = 1000
+	readsWorkers  = 4
+	// readsSeed fixes the world and the requests, so runs compare.
+	readsSeed = 20261122
+	// readsSnapshotIDs is how many market ids a snapshot asks for (the API's
+	// maximum).
+	readsSnapshotIDs = 50
+	// readsQuery is a common word of the feed's titles that none begins with:
+	// a search scans every title and finds a few thousand matches.
+	readsQuery = "election"
+)
+
+// ReadsInputs are the requests the benchmark makes, fixed by readsSeed.
+type ReadsInputs struct {
+	Seed             uint64   `json:"seed"`
+	SnapshotIDs      []string `json:"snapshot_ids"`
+	EventID          string   `json:"event_id"`
+	Query            string   `json:"search_query"`
+	TitlesContaining int      `json:"titles_containing_query"`
+	TitlesStarting   int      `json:"titles_starting_with_query"`
+}
+
+// readsInputsOf draws the snapshot's market ids and the event read's id.
+func readsInputsOf(w *readsWorld) ReadsInputs {
+	r := rand.New(rand.NewPCG(readsSeed, readsSeed))
+	in := ReadsInputs{Seed: readsSeed, Query: readsQuery, EventID: w.Events[r.IntN(len(w.Events))].ID}
+	for _, i := range r.Perm(len(w.Markets))[:readsSnapshotIDs] {
+		in.SnapshotIDs = append(in.SnapshotIDs, w.Markets[i].ID)
+	}
+	in.TitlesContaining, in.TitlesStarting = w.countContaining(readsQuery)
+	return in
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -41,22 +40,6 @@ type RawResult struct {
 	PGPerRowUS float64 `json:"postgres_cpu_per_row_us"`
 }
 
-// IngestSide is what the ingest process reported and used during a phase.
-type IngestSide struct {
-	CPU       CPUUsage    `json:"cpu"`
-	Applied   float64     `json:"prices_applied"`
-	Ignored   float64     `json:"prices_ignored"`
-	Batches   float64     `json:"batches"`
-	MeanBatch float64     `json:"mean_batch_messages"`
-	Failures  float64     `json:"failures"`
-	Freshness HistSummary `json:"metric_freshness"`
-	BatchTime HistSummary `json:"metric_batch_time"`
-	// PG is the Postgres CPU of the run's own backends (by child) over the
-	// phase; PGPerAppliedUS is ingest's backends' µs per applied price.
-	PG             *PGCPU  `json:"postgres_cpu,omitempty"`
-	PGPerAppliedUS float64 `json:"postgres_cpu_per_applied_update_us"`
-}
-
 // EndToEndResult is the unpaced phase.
 type EndToEndResult struct {
 	Updates        int        `json:"updates"`
@@ -90,13 +73,6 @@ type Goals struct {
 	PGPerAppliedGoalUS float64 `json:"postgres_cpu_per_applied_update_goal_us"`
 	PGPerAppliedMet    bool    `json:"postgres_cpu_per_applied_update_met"`
 	AllMet             bool    `json:"all_met"`
-}
-
-func met(ok bool) string {
-	if ok {
-		return "MET"
-	}
-	return "NOT MET"
 }
 
 // Print writes the human table on stdout.
@@ -141,29 +117,4 @@ func (r *IngestResult) Print() {
 		verdict = "GOALS NOT MET (see above)"
 	}
 	fmt.Printf("ingest: %s; child log %s\n\n", verdict, r.ChildLog)
-}
-
-// cores lists CPU use per group, largest first, in cores.
-func cores(c map[string]float64) string {
-	names := make([]string, 0, len(c))
-	for n := range c {
-		names = append(names, n)
-	}
-	slices.SortFunc(names, func(a, b string) int {
-		switch {
-		case c[a] > c[b]:
-			return -1
-		case c[a] < c[b]:
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
-	parts := make([]string, len(names))
-	for i, n := range names {
-		parts[i] = fmt.Sprintf("%s %.2f", n, c[n])
-	}
-	if len(parts) == 0 {
-		return "cores: n/a"
-	}
-	return "cores: " + strings.Join(parts, ", ")
 }

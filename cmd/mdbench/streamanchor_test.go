@@ -38,7 +38,7 @@ func TestAnchorMissing(t *testing.T) {
 	o := &Options{Bin: "/nowhere/marketdata", Out: t.TempDir()}
 	dir := t.TempDir() // no go.mod: not an anchor
 	t.Setenv("CI", "")
-	res, err := runAnchor(context.Background(), o, streamParams, dir, log)
+	res, err := runAnchor(context.Background(), o, streamParamsV, dir, log)
 	if err != nil || !strings.Contains(res.NotRun, "no anchor at "+dir) || res.Steady != nil {
 		t.Errorf("outside CI: %+v, %v; want NotRun naming %s and no error", res, err, dir)
 	}
@@ -48,10 +48,10 @@ func TestAnchorMissing(t *testing.T) {
 		t.Errorf("goals without the anchor: all met %v, %q", r.AllMet, r.Goals[0].Goal)
 	}
 	t.Setenv("CI", "true")
-	if _, err := runAnchor(context.Background(), o, streamParams, dir, log); err == nil {
+	if _, err := runAnchor(context.Background(), o, streamParamsV, dir, log); err == nil {
 		t.Error("in CI a missing anchor did not fail")
 	}
-	if res, err := runAnchor(context.Background(), o, streamParams, "none", log); err != nil || res.NotRun == "" {
+	if res, err := runAnchor(context.Background(), o, streamParamsV, "none", log); err != nil || res.NotRun == "" {
 		t.Errorf("-stream.anchor none: %+v, %v", res, err)
 	}
 }

@@ -44,13 +44,13 @@ type StreamParams struct {
 	Anchor string `json:"-"`
 }
 
-// streamParams: the issue's shape (5,000 connections × 20 of 2,000 hot
+// streamParamsV: the issue's shape (5,000 connections × 20 of 2,000 hot
 // markets at 1,000 updates/s ≈ 50,000 deliveries/s). The ramp adds
 // subscriptions to the same connections, 2,500 deliveries/s per
 // subscription a connection at 1,000 updates/s: 40 → 100,000/s, 80 →
 // 200,000/s, 160 → 400,000/s; it stops after the first step over 250 ms.
 // Eight streams per account keep the 10-per-account limit out of the way.
-var streamParams = StreamParams{
+var streamParamsV = StreamParams{
 	Conns: 5000, Subs: 20, Hot: 2000, Rate: 1000, Steps: []int{40, 60, 80, 100, 120, 160},
 	PerAccount: 8, ReadConns: 64, Dialers: 32, Seed: readsSeed,
 	Warmup: 3 * time.Second, Steady: 20 * time.Second, StepWarmup: 2 * time.Second, Step: 6 * time.Second,
@@ -140,7 +140,7 @@ func (p *StreamParams) validate() error {
 
 func runStreamBench(ctx context.Context, o *Options, log *slog.Logger) (any, error) {
 	began := time.Now()
-	p := streamParams
+	p := streamParamsV
 	p.Steps = slices.Clone(p.Steps)
 	if err := p.validate(); err != nil {
 		return nil, err
@@ -177,7 +177,7 @@ func runStreamBench(ctx context.Context, o *Options, log *slog.Logger) (any, err
 		return nil, err
 	}
 	// One more account for the snapshot reads.
-	secrets, err := createBenchKeys(ctx, dsn, p.Accounts+1, pollKeyWorkers)
+	secrets, err := createBenchKeys(ctx, dsn, p.Accounts+1, keyWorkers)
 	if err != nil {
 		return nil, fmt.Errorf("create keys: %w", err)
 	}

@@ -21,7 +21,7 @@ func (e *streamEnv) idle(ctx context.Context) (StreamMemory, error) {
 	if err := sleepCtx(ctx, time.Second); err != nil {
 		return m, err
 	}
-	if m.Before, err = procMem(e.node.Pid()); err != nil {
+	if m.Before, err = readProcMem(e.node.Pid()); err != nil {
 		return m, err
 	}
 	before, err := e.node.Metrics(ctx)
@@ -41,7 +41,7 @@ func (e *streamEnv) idle(ctx context.Context) (StreamMemory, error) {
 	if err := sleepCtx(ctx, streamIdleSettle); err != nil {
 		return m, err
 	}
-	if m.With, err = procMem(e.node.Pid()); err != nil {
+	if m.With, err = readProcMem(e.node.Pid()); err != nil {
 		return m, err
 	}
 	after, err := e.node.Metrics(ctx)
@@ -116,7 +116,7 @@ func (e *streamEnv) measure(ctx context.Context, name string, warmup time.Durati
 	if r.Deliveries > 0 {
 		r.CPUPerDelivUS = round2(1e6 * (cpuEnd.seconds["api"] - cpu.seconds["api"]) / float64(r.Deliveries))
 	}
-	if mem, err := procMem(e.node.Pid()); err == nil {
+	if mem, err := readProcMem(e.node.Pid()); err == nil {
 		r.NodeRSSMB = mem.RSSMB
 	}
 	if r.IngestBacklog, err = ingestBacklog(ctx, e.sb); err != nil {

@@ -59,7 +59,7 @@ func newStreamEnv(ctx context.Context, o *Options, sb *Sandbox, w *readsWorld, i
 	sched := newSchedule(began, len(w.Markets), planned, func() int32 { return int32(r.IntN(len(w.Markets))) })
 	clock := newNoticeClock(sched, index)
 	e.load = &streamLoad{sched: sched, clock: clock, index: index, retry: make(chan *streamClient, p.Conns)}
-	pub, err := NewPublisher(sb.NC, pollPublishWindow)
+	pub, err := NewPublisher(sb.NC, publishWindow)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func newStreamEnv(ctx context.Context, o *Options, sb *Sandbox, w *readsWorld, i
 		return nil, err
 	}
 	e.lists = subscriptionLists(p.Conns, max(p.Subs, maxStep(p.Steps)), len(w.Markets), p.Seed+1)
-	e.target = Target{Addr: node.Addr, Path: snapshotPath(readsInputs(w).SnapshotIDs), Status: 200,
+	e.target = Target{Addr: node.Addr, Path: snapshotPath(readsInputsOf(w).SnapshotIDs), Status: 200,
 		Headers: map[string]string{"Authorization": "Bearer " + node.Secret}}
 	if _, err := node.Get(ctx, e.target.Path); err != nil {
 		e.stopNotices()
@@ -222,17 +222,6 @@ func (e *streamEnv) run(ctx context.Context, res *StreamResult, log *slog.Logger
 // sleepFor is a phase body that only waits d.
 func sleepFor(d time.Duration) func(context.Context) error {
 	return func(ctx context.Context) error { return sleepCtx(ctx, d) }
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // alive fails once ingest or the node has exited.

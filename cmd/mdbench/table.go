@@ -3,10 +3,10 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
-	"time"
 )
 
 // table lays rows out in aligned columns (cells separated by \t) and prints
@@ -39,10 +39,34 @@ func (t *table) print() {
 	}
 }
 
-// stopNode stops an API child for a deferred call: its stop error changes
-// no figure, so it is logged.
-func stopNode(n *APINode, log *slog.Logger) {
-	if err := n.Stop(10 * time.Second); err != nil {
-		log.Warn("api stop", "pid", n.Pid(), "err", err)
+func met(ok bool) string {
+	if ok {
+		return "MET"
 	}
+	return "NOT MET"
+}
+
+// cores lists CPU use per group, largest first, in cores.
+func cores(c map[string]float64) string {
+	names := make([]string, 0, len(c))
+	for n := range c {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		switch {
+		case c[a] > c[b]:
+			return -1
+		case c[a] < c[b]:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %.2f", n, c[n])
+	}
+	if len(parts) == 0 {
+		return "cores: n/a"
+	}
+	return "cores: " + strings.Join(parts, ", ")
 }

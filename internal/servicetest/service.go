@@ -259,4 +259,3 @@ func execCommand(ctx context.Context, bin string, args ...string) *exec.Cmd {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd
 }
-
