@@ -1,39 +1,5 @@
 package main
 
-import "sort"
-
-// answerStaleness is how stale an answer's price of market m was when its
-// request started (ns): start minus the publish time of the newest version
-// published before start that the answer does not show, or 0 when the answer
-// shows that version or a newer one (start and the result in ns since the
-// schedule's start). The schedule is the per-market history the lookup
-// needs: every planned version of each market in version order, with its
-// publish time once sent, bounded by the plan.
-//
-// A market's versions are published in version order, so "published before
-// start" holds for a prefix of them and a binary search finds the newest.
-func (s *updateSchedule) answerStaleness(m int32, shown, start int64) int64 {
-	shown = max(shown, 1) // the world holds version 1; the schedule starts at 2
-	before := func(v int64) (int64, bool) {
-		pub, ok := s.pubTime(m, v)
-		return pub, ok && pub < start
-	}
-	// The common case, an answer that is current: the next version was
-	// not yet published when the request started.
-	if _, ok := before(shown + 1); !ok {
-		return 0
-	}
-	planned := int64(s.off[m+1] - s.off[m]) // versions 2 .. planned+1
-	// k counts versions after shown+1: the first k for which version
-	// shown+2+k was not published before start.
-	k := sort.Search(int(planned+1-(shown+1)), func(k int) bool {
-		_, ok := before(shown + 2 + int64(k))
-		return !ok
-	})
-	pub, _ := before(shown + 1 + int64(k))
-	return start - pub
-}
-
 // answered accounts one answer to p whose request started at start (ns
 // since the schedule's start) and that shows versions (by watchlist
 // position, 0 = absent): each market's answer staleness. A 304 shows the

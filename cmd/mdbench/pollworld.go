@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -162,4 +163,62 @@ func newPollers(lists [][]int32, ids func(int32) string, secrets []string) []*Po
 		out[i] = p
 	}
 	return out
+}
+
+// answerStaleness is how stale an answer's price of market m was when its
+// request started (ns): start minus the publish time of the newest version
+// published before start that the answer does not show, or 0 when the answer
+// shows that version or a newer one (start and the result in ns since the
+// schedule's start). The schedule is the per-market history the lookup
+// needs: every planned version of each market in version order, with its
+// publish time once sent, bounded by the plan.
+//
+// A market's versions are published in version order, so "published before
+// start" holds for a prefix of them and a binary search finds the newest.
+func (s *updateSchedule) answerStaleness(m int32, shown, start int64) int64 {
+	shown = max(shown, 1) // the world holds version 1; the schedule starts at 2
+	before := func(v int64) (int64, bool) {
+		pub, ok := s.pubTime(m, v)
+		return pub, ok && pub < start
+	}
+	// The common case, an answer that is current: the next version was
+	// not yet published when the request started.
+	if _, ok := before(shown + 1); !ok {
+		return 0
+	}
+	planned := int64(s.off[m+1] - s.off[m]) // versions 2 .. planned+1
+	// k counts versions after shown+1: the first k for which version
+	// shown+2+k was not published before start.
+	k := sort.Search(int(planned+1-(shown+1)), func(k int) bool {
+		_, ok := before(shown + 2 + int64(k))
+		return !ok
+	})
+	pub, _ := before(shown + 1 + int64(k))
+	return start - pub
+}
+
+// update is the schedule index of market m's version v; ok is false for a
+// version the schedule does not plan.
+func (s *updateSchedule) update(m int32, v int64) (n int, ok bool) {
+	i := int64(s.off[m]) + v - 2
+	if v < 2 || i >= int64(s.off[m+1]) {
+		return 0, false
+	}
+	return int(s.byMarket[i]), true
+}
+
+// unpublish forgets update n's publish time: it was stamped but the
+// publisher stopped before handing it to JetStream.
+func (s *updateSchedule) unpublish(n int) { s.pubAt[n].Store(0) }
+
+// latest is market m's newest published version (1, the world's, when none
+// was published).
+func (s *updateSchedule) latest(m int32) int64 {
+	v := int64(1)
+	for {
+		if _, ok := s.pubTime(m, v+1); !ok {
+			return v
+		}
+		v++
+	}
 }

@@ -11,32 +11,6 @@ import (
 	"github.com/marketdata/marketdata/internal/notice"
 )
 
-// update is the schedule index of market m's version v; ok is false for a
-// version the schedule does not plan.
-func (s *updateSchedule) update(m int32, v int64) (n int, ok bool) {
-	i := int64(s.off[m]) + v - 2
-	if v < 2 || i >= int64(s.off[m+1]) {
-		return 0, false
-	}
-	return int(s.byMarket[i]), true
-}
-
-// unpublish forgets update n's publish time: it was stamped but the
-// publisher stopped before handing it to JetStream.
-func (s *updateSchedule) unpublish(n int) { s.pubAt[n].Store(0) }
-
-// latest is market m's newest published version (1, the world's, when none
-// was published).
-func (s *updateSchedule) latest(m int32) int64 {
-	v := int64(1)
-	for {
-		if _, ok := s.pubTime(m, v+1); !ok {
-			return v
-		}
-		v++
-	}
-}
-
 // noticeClock measures fan-out from outside the node. The load tool follows
 // the change-notice subject the node follows and stamps each published
 // update with the arrival of the first notice naming its market after it was
