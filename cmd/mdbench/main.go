@@ -31,6 +31,15 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/marketdata/marketdata/bench/baseline"
+	"github.com/marketdata/marketdata/bench/idle"
+	"github.com/marketdata/marketdata/bench/ingest"
+	"github.com/marketdata/marketdata/bench/key"
+	"github.com/marketdata/marketdata/bench/poll"
+	"github.com/marketdata/marketdata/bench/reads"
+	"github.com/marketdata/marketdata/bench/stream"
+	"github.com/marketdata/marketdata/bench/world"
 )
 
 // Bench is one named benchmark. Run prints its table and returns what goes
@@ -39,24 +48,24 @@ type Bench struct {
 	Name    string
 	Help    string
 	Timeout time.Duration
-	Run     func(ctx context.Context, o *Options, log *slog.Logger) (any, error)
+	Run     func(ctx context.Context, o *world.Options, log *slog.Logger) (any, error)
 }
 
 // benches are all benchmarks, in the order a full run takes them. HTTP
 // benchmarks join this list.
 var benches = []Bench{
 	{Name: "ingest", Help: "NATS → ingest → Postgres → Redis: end-to-end rate vs raw upserts, freshness at 5,000/s, Postgres CPU per applied update (ingest's own backends)",
-		Timeout: 3 * time.Minute, Run: runIngestBench},
+		Timeout: 3 * time.Minute, Run: ingest.Run},
 	{Name: "key", Help: "GET /public/v1/key through the full middleware vs a bare Fiber handler (64 connections)",
-		Timeout: 2 * time.Minute, Run: runKeyBench},
+		Timeout: 2 * time.Minute, Run: key.Run},
 	{Name: "reads", Help: "static reads: snapshot, event read, /events page, search at 50,000 events, one fixed URL each on an unchanging world, through the full middleware vs bare Fiber (64 connections)",
-		Timeout: 8 * time.Minute, Run: runReadsBench},
+		Timeout: 8 * time.Minute, Run: reads.Run},
 	{Name: "idle", Help: "snapshot with and without 10,000 idle keep-alive connections open, the node at MD_MAX_CONNS; its RSS with them",
-		Timeout: 5 * time.Minute, Run: runIdleBench},
+		Timeout: 5 * time.Minute, Run: idle.Run},
 	{Name: "poll", Help: "1,000 pollers' own snapshot watchlists (Zipf) with If-None-Match over two API nodes while 5,000 prices/s flow through NATS: rate vs bare, p99, 304s, answer staleness and poll cadence, version regressions and failed polls per round, reads by layer (Postgres reads by the nodes), Postgres CPU of the run's own backends",
-		Timeout: 6 * time.Minute, Run: runPollBench},
+		Timeout: 6 * time.Minute, Run: poll.Run},
 	{Name: "stream", Help: "one API node, 5,000 WebSocket streams × 20 of 2,000 hot markets while 1,000 prices/s flow through NATS: fan-out and end-to-end latency, CPU per delivery, memory per idle connection, lost updates, a subscriber ramp, snapshot reads with and without the streams, reads by layer; the streams anchor (../shared/anchors/streams) run in the same shape in the same run, side by side",
-		Timeout: 15 * time.Minute, Run: runStreamBench},
+		Timeout: 15 * time.Minute, Run: stream.Run},
 }
 
 func main() {
@@ -65,7 +74,7 @@ func main() {
 
 func run() int {
 	var (
-		o    Options
+		o    world.Options
 		only string
 	)
 	fs := flag.NewFlagSet("mdbench", flag.ContinueOnError)
@@ -77,10 +86,10 @@ func run() int {
 	fs.StringVar(&o.NATSURL, "nats", "nats://127.0.0.1:4222", "NATS URL")
 	fs.BoolVar(&o.Usage, "usage", true, "count usage in the API nodes; -usage=false starts them with --usage=false (run a bench both ways to see what counting costs)")
 	fs.BoolVar(&o.Profile, "profile", false, "reads: take a CPU profile of the API on every route, not only on those that missed a goal; stream: of the node in the steady phase; poll: of one API node and of ingest in the last round")
-	fs.DurationVar(&drainTimeout, "drain", drainTimeout, "how long a phase waits for ingest to drain its stream (raise it for big worlds)")
-	ingestFlags(fs, &ingestParamsV)
-	pollFlags(fs, &pollParamsV)
-	streamFlags(fs, &streamParamsV)
+	fs.DurationVar(&world.DrainTimeout, "drain", world.DrainTimeout, "how long a phase waits for ingest to drain its stream (raise it for big worlds)")
+	ingest.Flags(fs, &ingest.Params)
+	poll.Flags(fs, &poll.Params)
+	stream.Flags(fs, &stream.Params)
 	var bareAddr, bareBody, bareBodies, selfProfile string
 	fs.StringVar(&selfProfile, "self-profile", "", "write mdbench's own CPU profile (the load generator's) over the whole run to this file")
 	fs.StringVar(&bareAddr, "serve-bare", "", "internal: serve the bare baseline on this address")
@@ -100,9 +109,9 @@ func run() int {
 		return 2
 	}
 	if bareAddr != "" {
-		serve := func() error { return serveBare(bareAddr, bareBody) }
+		serve := func() error { return baseline.ServeBare(bareAddr, bareBody) }
 		if bareBodies != "" {
-			serve = func() error { return serveBareBodies(bareAddr, bareBodies) }
+			serve = func() error { return baseline.ServeBareBodies(bareAddr, bareBodies) }
 		}
 		if err := serve(); err != nil {
 			fmt.Fprintln(os.Stderr, "mdbench: bare:", err)
@@ -168,7 +177,7 @@ func run() int {
 			log.Error("bench result not written", "bench", b.Name, "err", err)
 			continue
 		}
-		if f, ok := res.(Failer); ok {
+		if f, ok := res.(world.Failer); ok {
 			if err := f.Failure(); err != nil {
 				failed++
 				log.Error("bench found faults", "bench", b.Name, "err", err, "result", path)
@@ -219,8 +228,8 @@ func selectBenches(only string, args []string) ([]Bench, error) {
 	return out, nil
 }
 
-func machineFacts(bin string) Machine {
-	m := Machine{
+func machineFacts(bin string) world.Machine {
+	m := world.Machine{
 		NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
 		Date: time.Now().UTC().Truncate(time.Second),
 	}
