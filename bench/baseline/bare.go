@@ -1,3 +1,6 @@
+// Package baseline is the bare baseline a benchmark holds an API route
+// against: a process of its own serving the route's bytes from a bare Fiber
+// handler, and the comparison of the two under the same load, alternately.
 package baseline
 
 import (

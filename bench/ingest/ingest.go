@@ -1,3 +1,6 @@
+// Package ingest is the ingest benchmark: NATS → ingest → Postgres → Redis
+// end to end against raw upserts, freshness at a paced rate, and the
+// Postgres CPU of ingest's own backends per applied update.
 package ingest
 
 import (

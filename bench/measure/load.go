@@ -134,3 +134,14 @@ func RaiseFileLimit(n uint64) error {
 	}
 	return nil
 }
+
+func SleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

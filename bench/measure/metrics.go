@@ -1,3 +1,7 @@
+// Package measure is what every benchmark measures and reports with:
+// Prometheus scrapes and histograms, CPU by process, reads by layer, the
+// HTTP load generator, process memory and profiles, versions read from
+// rendered bodies, report tables and goal checks.
 package measure
 
 import (

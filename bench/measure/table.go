@@ -70,3 +70,10 @@ func Cores(c map[string]float64) string {
 	}
 	return "cores: " + strings.Join(parts, ", ")
 }
+
+// GoalCheck is one of the issue's goals and this run's figure for it.
+type GoalCheck struct {
+	Goal  string  `json:"goal"`
+	Value float64 `json:"value"`
+	Met   bool    `json:"met"`
+}

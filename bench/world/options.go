@@ -1,3 +1,7 @@
+// Package world is what every benchmark runs in: the options (the binary,
+// the services), a sandbox of its own on the shared services, the binary as
+// child processes (started by servicetest's harness), API nodes with their
+// keys, ingest, and the synthetic worlds with the publishers that feed them.
 package world
 
 import (

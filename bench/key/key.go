@@ -1,3 +1,5 @@
+// Package key is the key benchmark: GET /public/v1/key through the full
+// middleware against a bare Fiber handler.
 package key
 
 import (

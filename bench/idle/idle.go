@@ -1,3 +1,6 @@
+// Package idle is the idle benchmark: snapshot reads with and without 10,000
+// idle keep-alive connections open, the node at MD_MAX_CONNS, and its RSS
+// with them.
 package idle
 
 import (

@@ -1,3 +1,6 @@
+// Package poll is the poll benchmark: pollers' own snapshot watchlists with
+// If-None-Match over two API nodes while prices flow through NATS, with
+// answer staleness, poll cadence, version regressions and reads by layer.
 package poll
 
 import (

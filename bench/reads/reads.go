@@ -1,3 +1,6 @@
+// Package reads is the static reads benchmark: snapshot, event read, /events
+// page and search on an unchanging world, through the full middleware
+// against bare Fiber.
 package reads
 
 import (

@@ -19,13 +19,6 @@ type ProcMem struct {
 	HWMMB float64 `json:"vm_hwm_mb"`
 }
 
-// GoalCheck is one of the issue's goals and this run's figure for it.
-type GoalCheck struct {
-	Goal  string  `json:"goal"`
-	Value float64 `json:"value"`
-	Met   bool    `json:"met"`
-}
-
 // ReadProcMem reads VmRSS and VmHWM (the peak RSS) of pid.
 func ReadProcMem(pid int) (ProcMem, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
@@ -98,15 +91,4 @@ func LogWarnings(path string) map[string]int {
 		}
 	}
 	return out
-}
-
-func SleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
