@@ -91,18 +91,11 @@ func Run(ctx context.Context, o *world.Options, log *slog.Logger) (any, error) {
 	res := &IdleResult{Bench: "idle", Machine: o.Machine, MaxConns: maxConns, IdleConns: idleConns,
 		Goal: goalIdleRatio, ChildLog: filepath.Join(o.Out, "idle-child.log")}
 	w := world.NewReadsWorld(idleEvents, world.ReadsPerEvent, world.ReadsSeed)
-	sb, err := world.NewSandbox(ctx, o, log)
+	sb, dsn, _, err := world.OpenLoaded(ctx, o, log, "idle", w)
 	if err != nil {
 		return nil, err
 	}
 	defer sb.Close()
-	dsn, err := sb.Database(ctx, "idle")
-	if err != nil {
-		return nil, err
-	}
-	if _, err := world.LoadReads(ctx, sb, dsn, w, world.ReadsBatch, world.ReadsWorkers, log); err != nil {
-		return nil, err
-	}
 	node, err := world.StartAPINode(ctx, o, sb, dsn, res.ChildLog, fmt.Sprintf("MD_MAX_CONNS=%d", maxConns))
 	if err != nil {
 		return nil, err

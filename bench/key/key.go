@@ -24,15 +24,11 @@ type KeyResult struct {
 }
 
 func Run(ctx context.Context, o *world.Options, log *slog.Logger) (any, error) {
-	sb, err := world.NewSandbox(ctx, o, log)
+	sb, dsn, err := world.Open(ctx, o, log, "api")
 	if err != nil {
 		return nil, err
 	}
 	defer sb.Close()
-	dsn, err := sb.Database(ctx, "api")
-	if err != nil {
-		return nil, err
-	}
 	res := &KeyResult{Bench: "key", Machine: o.Machine, ChildLog: filepath.Join(o.Out, "key-child.log")}
 	node, err := world.StartAPINode(ctx, o, sb, dsn, res.ChildLog)
 	if err != nil {

@@ -108,18 +108,12 @@ func Run(ctx context.Context, o *world.Options, log *slog.Logger) (any, error) {
 	w := world.NewReadsWorld(p.Events, world.ReadsPerEvent, p.Seed)
 	genSeconds := measure.Round2(time.Since(t).Seconds())
 
-	sb, err := world.NewSandbox(ctx, o, log)
+	sb, dsn, load, err := world.OpenLoaded(ctx, o, log, "poll", w)
 	if err != nil {
 		return nil, err
 	}
 	defer sb.Close()
-	dsn, err := sb.Database(ctx, "poll")
-	if err != nil {
-		return nil, err
-	}
-	if res.Load, err = world.LoadReads(ctx, sb, dsn, w, world.ReadsBatch, world.ReadsWorkers, log); err != nil {
-		return nil, err
-	}
+	res.Load = load
 	res.Load.GenerateSeconds = genSeconds
 	t = time.Now()
 	secrets, err := world.CreateBenchKeys(ctx, dsn, p.Accounts, world.KeyWorkers)

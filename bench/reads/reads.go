@@ -74,18 +74,12 @@ func Run(ctx context.Context, o *world.Options, log *slog.Logger) (any, error) {
 	genSeconds := measure.Round2(time.Since(t).Seconds())
 	log.Info("reads: world generated", "events", len(w.Events), "markets", len(w.Markets), "seconds", genSeconds)
 
-	sb, err := world.NewSandbox(ctx, o, log)
+	sb, dsn, load, err := world.OpenLoaded(ctx, o, log, "reads", w)
 	if err != nil {
 		return nil, err
 	}
 	defer sb.Close()
-	dsn, err := sb.Database(ctx, "reads")
-	if err != nil {
-		return nil, err
-	}
-	if res.Load, err = world.LoadReads(ctx, sb, dsn, w, world.ReadsBatch, world.ReadsWorkers, log); err != nil {
-		return nil, err
-	}
+	res.Load = load
 	res.Load.GenerateSeconds = genSeconds
 	res.Inputs = world.ReadsInputsOf(w)
 

@@ -171,18 +171,12 @@ func Run(ctx context.Context, o *world.Options, log *slog.Logger) (any, error) {
 	}
 	w := world.NewReadsWorld(p.Hot/world.ReadsPerEvent, world.ReadsPerEvent, p.Seed)
 
-	sb, err := world.NewSandbox(ctx, o, log)
+	sb, dsn, load, err := world.OpenLoaded(ctx, o, log, "stream", w)
 	if err != nil {
 		return nil, err
 	}
 	defer sb.Close()
-	dsn, err := sb.Database(ctx, "stream")
-	if err != nil {
-		return nil, err
-	}
-	if res.Load, err = world.LoadReads(ctx, sb, dsn, w, world.ReadsBatch, world.ReadsWorkers, log); err != nil {
-		return nil, err
-	}
+	res.Load = load
 	// One more account for the snapshot reads.
 	secrets, err := world.CreateBenchKeys(ctx, dsn, p.Accounts+1, world.KeyWorkers)
 	if err != nil {

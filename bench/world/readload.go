@@ -155,3 +155,18 @@ feed:
 	log.Info("reads: loaded", "seconds", r.Seconds, "entities_per_s", r.EntitiesPerS)
 	return r, nil
 }
+
+// OpenLoaded is Open with the reads world w loaded into the database and
+// Redis (LoadReads, in the benchmarks' batches and workers).
+func OpenLoaded(ctx context.Context, o *Options, log *slog.Logger, suffix string, w *ReadsWorld) (*Sandbox, string, ReadsLoad, error) {
+	sb, dsn, err := Open(ctx, o, log, suffix)
+	if err != nil {
+		return nil, "", ReadsLoad{}, err
+	}
+	load, err := LoadReads(ctx, sb, dsn, w, ReadsBatch, ReadsWorkers, log)
+	if err != nil {
+		sb.Close()
+		return nil, "", ReadsLoad{}, err
+	}
+	return sb, dsn, load, nil
+}

@@ -205,3 +205,18 @@ func (s *Sandbox) Drained(ctx context.Context, timeout time.Duration, alive func
 		}
 	}
 }
+
+// Open makes a benchmark's sandbox with one migrated database,
+// "<id>_<suffix>", and returns both; the caller closes the sandbox.
+func Open(ctx context.Context, o *Options, log *slog.Logger, suffix string) (*Sandbox, string, error) {
+	sb, err := NewSandbox(ctx, o, log)
+	if err != nil {
+		return nil, "", err
+	}
+	dsn, err := sb.Database(ctx, suffix)
+	if err != nil {
+		sb.Close()
+		return nil, "", err
+	}
+	return sb, dsn, nil
+}
