@@ -110,11 +110,9 @@ func Run(ctx context.Context, o *world.Options, log *slog.Logger) (any, error) {
 	}
 	log.Info("seed published", "messages", len(seed))
 	res.ChildLog = filepath.Join(o.Out, "ingest-child.log")
-	child, err := world.StartChild(ctx, o.Bin, world.IngestArgs(sb.Ingest), []string{
-		"MD_DATABASE_URL=" + world.WithAppName(dsn, "ingest"), "MD_REDIS_URL=" + o.RedisURL, "MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
-	}, res.ChildLog)
+	child, err := world.StartIngestChild(ctx, o, sb, dsn, res.ChildLog, log)
 	if err != nil {
-		return nil, fmt.Errorf("start ingest: %w", err)
+		return nil, err
 	}
 	defer func() {
 		if err := child.Stop(15 * time.Second); err != nil {

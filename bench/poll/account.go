@@ -46,7 +46,7 @@ type connAccount struct {
 	unknown int64
 	// answer is the answer staleness of each (answer, market) pair of the
 	// measured part, staleAnswers those above 0; cadence the time between
-	// a poller's requests (pollstale.go).
+	// a poller's requests (stale.go).
 	answer       measure.DurHist
 	staleAnswers int64
 	cadence      measure.DurHist

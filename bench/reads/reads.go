@@ -20,7 +20,7 @@ import (
 )
 
 // Goals of the issues: issue 18 (real load) raised the ratios to 0.50 for
-// snapshot, event read and page and 0.60 for search (and /key, keybench.go)
+// snapshot, event read and page and 0.60 for search (and /key, bench/key)
 // and capped a node's RSS with the full price replica at 400 MB; the p99s
 // are issue 9's.
 const (

@@ -46,7 +46,7 @@ func StartIngestChild(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath
 	if err := ingest.EnsureStreams(ctx, sb.JS, sb.Ingest, log); err != nil {
 		return nil, err
 	}
-	child, err := StartChild(ctx, o.Bin, IngestArgs(sb.Ingest), []string{
+	child, err := StartChild(ctx, o.Bin, ingestArgs(sb.Ingest), []string{
 		"MD_DATABASE_URL=" + WithAppName(dsn, "ingest"), "MD_REDIS_URL=" + o.RedisURL, "MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
 	}, logPath)
 	if err != nil {
@@ -55,7 +55,9 @@ func StartIngestChild(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath
 	return child, nil
 }
 
-func IngestArgs(ic ingest.Config) []string {
+// ingestArgs are the arguments of `marketdata ingest` on the streams,
+// subjects and consumer of ic.
+func ingestArgs(ic ingest.Config) []string {
 	return []string{"ingest",
 		"--stream", ic.Stream, "--subject-prefix", ic.SubjectPrefix,
 		"--dlq-stream", ic.DLQStream, "--dlq-prefix", ic.DLQPrefix,
