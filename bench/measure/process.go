@@ -92,3 +92,11 @@ func LogWarnings(path string) map[string]int {
 	}
 	return out
 }
+
+// AddLogWarnings counts the warnings of every child log (name → path) into
+// warnings, by child name.
+func AddLogWarnings(warnings map[string]map[string]int, logs map[string]string) {
+	for name, path := range logs {
+		warnings[name] = LogWarnings(path)
+	}
+}

@@ -128,11 +128,7 @@ func Run(ctx context.Context, o *world.Options, log *slog.Logger) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err := ing.Stop(15 * time.Second); err != nil {
-			log.Warn("poll: ingest stop", "err", err)
-		}
-	}()
+	defer world.StopIngest(ing, log, "poll")
 	nodes, err := startPollNodes(ctx, o, sb, dsn, res.ChildLogs)
 	defer func() {
 		for _, n := range nodes {
@@ -248,9 +244,7 @@ func Run(ctx context.Context, o *world.Options, log *slog.Logger) (any, error) {
 			return nil, err
 		}
 	}
-	for name, path := range res.ChildLogs {
-		res.ChildWarnings[name] = measure.LogWarnings(path)
-	}
+	measure.AddLogWarnings(res.ChildWarnings, res.ChildLogs)
 	res.summarise()
 	res.Seconds = measure.Round2(time.Since(began).Seconds())
 	res.Print()

@@ -187,11 +187,7 @@ func Run(ctx context.Context, o *world.Options, log *slog.Logger) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err := ing.Stop(15 * time.Second); err != nil {
-			log.Warn("stream: ingest stop", "err", err)
-		}
-	}()
+	defer world.StopIngest(ing, log, "stream")
 	res.ChildLogs["api"] = filepath.Join(o.Out, "stream-api.log")
 	// The node's connection cap fits the load with room, under the
 	// open-file limit (the default 20,000 is the whole of it).
@@ -214,9 +210,7 @@ func Run(ctx context.Context, o *world.Options, log *slog.Logger) (any, error) {
 	if err := e.run(ctx, res, log); err != nil {
 		return nil, err
 	}
-	for name, path := range res.ChildLogs {
-		res.ChildWarnings[name] = measure.LogWarnings(path)
-	}
+	measure.AddLogWarnings(res.ChildWarnings, res.ChildLogs)
 	res.summarise()
 	res.Seconds = measure.Round2(time.Since(began).Seconds())
 	res.Print()

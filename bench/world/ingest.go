@@ -125,3 +125,11 @@ func IngestBacklog(ctx context.Context, sb *Sandbox) (uint64, error) {
 // GoalPGPerAppliedUS bounds the Postgres CPU of ingest's own backends per
 // applied price update (issue 18's goal), in every benchmark that runs ingest.
 const GoalPGPerAppliedUS = 50.0
+
+// StopIngest stops an ingest child for a deferred call: its stop error
+// changes no figure, so it is logged, as the bench's own.
+func StopIngest(c *Child, log *slog.Logger, bench string) {
+	if err := c.Stop(15 * time.Second); err != nil {
+		log.Warn(bench+": ingest stop", "err", err)
+	}
+}
