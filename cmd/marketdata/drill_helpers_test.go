@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +18,7 @@ import (
 	"github.com/marketdata/marketdata/ingest"
 	"github.com/marketdata/marketdata/ingest/feed"
 	"github.com/marketdata/marketdata/internal/notice"
+	"github.com/marketdata/marketdata/internal/servicetest"
 	"github.com/marketdata/marketdata/internal/testenv"
 )
 
@@ -167,40 +167,39 @@ func (d *drill) startIngest() *proc {
 
 // subprocess is a marketdata command run as a child process (this test
 // binary re-executed as the CLI, see TestMain).
-type subprocess struct {
-	cmd  *exec.Cmd
-	done chan struct{}
+type subprocess struct{ *servicetest.Proc }
+
+// startProcess runs `marketdata args...` as a child with the drill's
+// environment plus extra; it is killed when the test ends.
+func (d *drill) startProcess(extra []string, args ...string) *subprocess {
+	d.t.Helper()
+	env := append(os.Environ(), drillMainEnv+"=1")
+	for k, v := range d.env {
+		env = append(env, k+"="+v)
+	}
+	p, err := servicetest.StartProc(servicetest.ProcOptions{Name: args[0], Bin: os.Args[0], Args: args, Env: append(env, extra...), Log: d.log})
+	if err != nil {
+		d.t.Fatalf("start %s process: %v", args[0], err)
+	}
+	s := &subprocess{p}
+	d.t.Cleanup(s.kill)
+	return s
 }
 
 // startIngestProcess runs `marketdata ingest` as a child with its admin
 // server on adminAddr.
 func (d *drill) startIngestProcess(adminAddr string) *subprocess {
 	d.t.Helper()
-	cmd := exec.Command(os.Args[0], "ingest",
+	return d.startProcess([]string{"MD_ADMIN_ADDR=" + adminAddr}, "ingest",
 		"--stream", d.ic.Stream, "--subject-prefix", d.ic.SubjectPrefix,
 		"--dlq-stream", d.ic.DLQStream, "--dlq-prefix", d.ic.DLQPrefix,
 		"--notice-subject", d.ic.NoticeSubject, "--consumer", d.ic.Consumer,
 		"--batch-size", "100", "--ack-wait", "5s")
-	cmd.Env = append(os.Environ(), drillMainEnv+"=1")
-	for k, v := range d.env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Env = append(cmd.Env, "MD_ADMIN_ADDR="+adminAddr)
-	cmd.Stdout, cmd.Stderr = d.log, d.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		d.t.Fatalf("start ingest process: %v", err)
-	}
-	s := &subprocess{cmd: cmd, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(s.done) }() //nolint:errcheck // it ends by kill: Wait reports the kill
-	d.t.Cleanup(func() { s.kill() })
-	return s
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
 func (s *subprocess) kill() {
-	s.cmd.Process.Kill() //nolint:errcheck // it may have exited already
-	<-s.done
+	s.Stop(syscall.SIGKILL, time.Minute) //nolint:errcheck // it ends by kill: the exit status says so
 }
 
 // drillMainEnv makes the test binary run as the marketdata CLI.

@@ -7,10 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,21 +19,7 @@ import (
 // startAPIProcess runs `marketdata api` as a child listening on httpAddr.
 func (d *drill) startAPIProcess(httpAddr, adminAddr string) *subprocess {
 	d.t.Helper()
-	cmd := exec.Command(os.Args[0], "api", "--notice-subject", d.ic.NoticeSubject)
-	cmd.Env = append(os.Environ(), drillMainEnv+"=1")
-	for k, v := range d.env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Env = append(cmd.Env, "MD_HTTP_ADDR="+httpAddr, "MD_ADMIN_ADDR="+adminAddr)
-	cmd.Stdout, cmd.Stderr = d.log, d.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		d.t.Fatalf("start api process: %v", err)
-	}
-	s := &subprocess{cmd: cmd, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(s.done) }() //nolint:errcheck // it ends by kill: Wait reports the kill
-	d.t.Cleanup(func() { s.kill() })
-	return s
+	return d.startProcess([]string{"MD_HTTP_ADDR=" + httpAddr, "MD_ADMIN_ADDR=" + adminAddr}, "api", "--notice-subject", d.ic.NoticeSubject)
 }
 
 // TestDrillUsageSIGKILL: an API process serving requests is killed with

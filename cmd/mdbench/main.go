@@ -31,29 +31,16 @@ import (
 	"strings"
 	"syscall"
 	"time"
-)
 
-// Options are what every benchmark shares: the binary and the services.
-type Options struct {
-	// Bin is the absolute path of the marketdata binary under test.
-	Bin string
-	// Out is the directory that receives <bench>.json and child logs.
-	Out string
-	// PostgresURL names the server's maintenance database (sandboxes create
-	// their own next to it).
-	PostgresURL string
-	// RedisURL and NATSURL are the local Redis and NATS servers.
-	RedisURL, NATSURL string
-	// Machine describes where the run happens; every result carries it.
-	Machine Machine
-	// Usage counts usage in the API nodes (the default, as in production);
-	// false starts them with --usage=false, for issue 11's comparison of
-	// the same run with counting on and off.
-	Usage bool
-	// Profile asks the reads benchmark for a CPU profile of every route,
-	// the stream benchmark for one of the node in its steady phase.
-	Profile bool
-}
+	"github.com/marketdata/marketdata/bench/baseline"
+	"github.com/marketdata/marketdata/bench/idle"
+	"github.com/marketdata/marketdata/bench/ingest"
+	"github.com/marketdata/marketdata/bench/key"
+	"github.com/marketdata/marketdata/bench/poll"
+	"github.com/marketdata/marketdata/bench/reads"
+	"github.com/marketdata/marketdata/bench/stream"
+	"github.com/marketdata/marketdata/bench/world"
+)
 
 // Bench is one named benchmark. Run prints its table and returns what goes
 // into <out>/<name>.json; an error means the benchmark itself failed.
@@ -61,42 +48,24 @@ type Bench struct {
 	Name    string
 	Help    string
 	Timeout time.Duration
-	Run     func(ctx context.Context, o *Options, log *slog.Logger) (any, error)
+	Run     func(ctx context.Context, o *world.Options, log *slog.Logger) (any, error)
 }
 
 // benches are all benchmarks, in the order a full run takes them. HTTP
 // benchmarks join this list.
 var benches = []Bench{
 	{Name: "ingest", Help: "NATS → ingest → Postgres → Redis: end-to-end rate vs raw upserts, freshness at 5,000/s, Postgres CPU per applied update (ingest's own backends)",
-		Timeout: 3 * time.Minute, Run: runIngestBench},
+		Timeout: 3 * time.Minute, Run: ingest.Run},
 	{Name: "key", Help: "GET /public/v1/key through the full middleware vs a bare Fiber handler (64 connections)",
-		Timeout: 2 * time.Minute, Run: runKeyBench},
+		Timeout: 2 * time.Minute, Run: key.Run},
 	{Name: "reads", Help: "static reads: snapshot, event read, /events page, search at 50,000 events, one fixed URL each on an unchanging world, through the full middleware vs bare Fiber (64 connections)",
-		Timeout: 8 * time.Minute, Run: runReadsBench},
+		Timeout: 8 * time.Minute, Run: reads.Run},
 	{Name: "idle", Help: "snapshot with and without 10,000 idle keep-alive connections open, the node at MD_MAX_CONNS; its RSS with them",
-		Timeout: 5 * time.Minute, Run: runIdleBench},
+		Timeout: 5 * time.Minute, Run: idle.Run},
 	{Name: "poll", Help: "1,000 pollers' own snapshot watchlists (Zipf) with If-None-Match over two API nodes while 5,000 prices/s flow through NATS: rate vs bare, p99, 304s, answer staleness and poll cadence, version regressions and failed polls per round, reads by layer (Postgres reads by the nodes), Postgres CPU of the run's own backends",
-		Timeout: 6 * time.Minute, Run: runPollBench},
+		Timeout: 6 * time.Minute, Run: poll.Run},
 	{Name: "stream", Help: "one API node, 5,000 WebSocket streams × 20 of 2,000 hot markets while 1,000 prices/s flow through NATS: fan-out and end-to-end latency, CPU per delivery, memory per idle connection, lost updates, a subscriber ramp, snapshot reads with and without the streams, reads by layer; the streams anchor (../shared/anchors/streams) run in the same shape in the same run, side by side",
-		Timeout: 15 * time.Minute, Run: runStreamBench},
-}
-
-// Failer is a result that ran but found a fault that must fail the run
-// (after its JSON is written): a broken promise, not a missed speed goal.
-type Failer interface {
-	Failure() error
-}
-
-// Machine is the machine facts every result records.
-type Machine struct {
-	NumCPU     int       `json:"nproc"`
-	GoVersion  string    `json:"go_version"`
-	OS         string    `json:"os"`
-	Arch       string    `json:"arch"`
-	Hostname   string    `json:"hostname"`
-	Date       time.Time `json:"date"`
-	LoadAvg    string    `json:"loadavg_at_start"`
-	BinVersion string    `json:"bin_version"`
+		Timeout: 15 * time.Minute, Run: stream.Run},
 }
 
 func main() {
@@ -105,7 +74,7 @@ func main() {
 
 func run() int {
 	var (
-		o    Options
+		o    world.Options
 		only string
 	)
 	fs := flag.NewFlagSet("mdbench", flag.ContinueOnError)
@@ -117,10 +86,10 @@ func run() int {
 	fs.StringVar(&o.NATSURL, "nats", "nats://127.0.0.1:4222", "NATS URL")
 	fs.BoolVar(&o.Usage, "usage", true, "count usage in the API nodes; -usage=false starts them with --usage=false (run a bench both ways to see what counting costs)")
 	fs.BoolVar(&o.Profile, "profile", false, "reads: take a CPU profile of the API on every route, not only on those that missed a goal; stream: of the node in the steady phase; poll: of one API node and of ingest in the last round")
-	fs.DurationVar(&drainTimeout, "drain", drainTimeout, "how long a phase waits for ingest to drain its stream (raise it for big worlds)")
-	ingestFlags(fs, &ingestParams)
-	pollFlags(fs, &pollParams)
-	streamFlags(fs, &streamParams)
+	fs.DurationVar(&world.DrainTimeout, "drain", world.DrainTimeout, "how long a phase waits for ingest to drain its stream (raise it for big worlds)")
+	ingest.Flags(fs, &ingest.Params)
+	poll.Flags(fs, &poll.Params)
+	stream.Flags(fs, &stream.Params)
 	var bareAddr, bareBody, bareBodies, selfProfile string
 	fs.StringVar(&selfProfile, "self-profile", "", "write mdbench's own CPU profile (the load generator's) over the whole run to this file")
 	fs.StringVar(&bareAddr, "serve-bare", "", "internal: serve the bare baseline on this address")
@@ -140,9 +109,9 @@ func run() int {
 		return 2
 	}
 	if bareAddr != "" {
-		serve := func() error { return serveBare(bareAddr, bareBody) }
+		serve := func() error { return baseline.ServeBare(bareAddr, bareBody) }
 		if bareBodies != "" {
-			serve = func() error { return serveBareBodies(bareAddr, bareBodies) }
+			serve = func() error { return baseline.ServeBareBodies(bareAddr, bareBodies) }
 		}
 		if err := serve(); err != nil {
 			fmt.Fprintln(os.Stderr, "mdbench: bare:", err)
@@ -208,7 +177,7 @@ func run() int {
 			log.Error("bench result not written", "bench", b.Name, "err", err)
 			continue
 		}
-		if f, ok := res.(Failer); ok {
+		if f, ok := res.(world.Failer); ok {
 			if err := f.Failure(); err != nil {
 				failed++
 				log.Error("bench found faults", "bench", b.Name, "err", err, "result", path)
@@ -259,8 +228,8 @@ func selectBenches(only string, args []string) ([]Bench, error) {
 	return out, nil
 }
 
-func machineFacts(bin string) Machine {
-	m := Machine{
+func machineFacts(bin string) world.Machine {
+	m := world.Machine{
 		NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
 		Date: time.Now().UTC().Truncate(time.Second),
 	}

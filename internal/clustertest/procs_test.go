@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/marketdata/marketdata/ingest"
+	"github.com/marketdata/marketdata/internal/servicetest"
 )
 
 // child is one marketdata process of the suite (api or ingest).
@@ -28,58 +28,27 @@ type child struct {
 	http  string // API address, empty for ingest
 	admin string
 	log   string
-	cmd   *exec.Cmd
-	done  chan struct{}
-	err   error
-}
-
-// freeAddr picks a loopback port that is free now (below the topology's
-// range never: the kernel hands out ephemeral ports from 32768 up).
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("pick a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	proc  *servicetest.Proc
 }
 
 // startChild runs the binary with args and the topology's environment plus
-// extra, and waits until its /readyz answers 200.
+// extra, on ports of the kernel's choosing, and waits until its /readyz
+// answers 200.
 func (s *suite) startChild(ctx context.Context, name string, args, extra []string, withHTTP bool) (*child, error) {
-	admin, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	c := &child{name: name, admin: admin, log: filepath.Join(s.dir, name+".log"), done: make(chan struct{})}
-	env := append(append(os.Environ(), s.env...), "MD_ADMIN_ADDR="+admin)
+	c := &child{name: name, log: filepath.Join(s.dir, name+".log")}
+	env := append(append(os.Environ(), s.env...), "MD_ADMIN_ADDR=127.0.0.1:0")
 	if withHTTP {
-		if c.http, err = freeAddr(); err != nil {
-			return nil, err
-		}
-		env = append(env, "MD_HTTP_ADDR="+c.http)
+		env = append(env, "MD_HTTP_ADDR=127.0.0.1:0")
 	}
 	env = append(env, extra...)
-	f, err := os.Create(c.log)
+	p, err := servicetest.StartProc(servicetest.ProcOptions{Name: name, Bin: s.bin, Args: args, Env: env, LogPath: c.log, HTTP: withHTTP})
 	if err != nil {
 		return nil, err
 	}
-	c.cmd = exec.Command(s.bin, args...)
-	c.cmd.Env = env
-	c.cmd.Stdout, c.cmd.Stderr = f, f
-	if err := c.cmd.Start(); err != nil {
-		f.Close() //nolint:errcheck // nothing was written; the Start error is the one to report
-		return nil, fmt.Errorf("start %s: %w", name, err)
+	if err := p.Start(ctx, 60*time.Second); err != nil {
+		return nil, fmt.Errorf("%w (log %s)", err, c.log)
 	}
-	go func() {
-		c.err = c.cmd.Wait()
-		f.Close() //nolint:errcheck // the child wrote the log through its own descriptor, not this one
-		close(c.done)
-	}()
-	if err := c.waitReady(ctx, 60*time.Second); err != nil {
-		c.stop(5 * time.Second)
-		return nil, err
-	}
+	c.proc, c.http, c.admin = p, p.HTTP, p.Admin
 	return c, nil
 }
 
@@ -94,83 +63,19 @@ func (s *suite) startAPI(ctx context.Context, name string, extra []string) (*chi
 }
 
 // alive returns an error once the process has exited.
-func (c *child) alive() error {
-	select {
-	case <-c.done:
-		return fmt.Errorf("%s exited: %v; last output:\n%s", c.name, c.err, c.tail())
-	default:
-		return nil
-	}
-}
+func (c *child) alive() error { return c.proc.Alive() }
 
 // readyz returns /readyz's status and body.
-func (c *child) readyz(ctx context.Context) (int, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.admin+"/readyz", nil)
-	if err != nil {
-		return 0, "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
-
-func (c *child) waitReady(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		if err := c.alive(); err != nil {
-			return err
-		}
-		code, body, err := c.readyz(ctx)
-		if err == nil && code == http.StatusOK {
-			return nil
-		}
-		last = fmt.Sprintf("%d %s %v", code, body, err)
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready within %s (last /readyz: %s); log %s:\n%s", c.name, timeout, last, c.log, c.tail())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
+func (c *child) readyz(ctx context.Context) (int, string, error) { return c.proc.Readyz(ctx) }
 
 // stop sends SIGTERM and kills the process if it has not exited within grace.
 func (c *child) stop(grace time.Duration) {
-	select {
-	case <-c.done:
+	if c.proc.Alive() != nil {
 		return
-	default:
 	}
 	// An API node drains open connections on shutdown: close the idle ones.
 	httpClient.CloseIdleConnections()
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(grace):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-	}
-}
-
-// tail is the end of the process's log.
-func (c *child) tail() string {
-	b, err := os.ReadFile(c.log)
-	if err != nil {
-		return ""
-	}
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
-	}
-	return string(b)
+	c.proc.Stop(syscall.SIGTERM, grace) //nolint:errcheck // the suite reads what went wrong in the log
 }
 
 // metric sums the samples of a counter or gauge named name on /metrics.

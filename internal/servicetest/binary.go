@@ -7,7 +7,9 @@
 // create accounts and keys with the CLI, and stop, kill and restart API
 // nodes on their ports.
 //
-// It is imported by tests only. Under -short every Start skips the test
+// Its Proc (StartProc) is the one way anything starts the binary as a
+// child process: Service's nodes, the cluster suite, the drills and the
+// mdbench benchmarks all use it. Everything else is imported by tests only. Under -short every Start skips the test
 // (testenv.Integration); a missing service skips it outside CI and fails it
 // with CI=true (testenv.Unavailable).
 package servicetest

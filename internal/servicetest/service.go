@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -246,4 +248,10 @@ func (s *Service) WithdrawAccess(accountID string) {
 	s.t.Helper()
 	var rec map[string]any
 	s.CLIJSON(&rec, "access", "withdraw", "--account", accountID)
+}
+
+func execCommand(ctx context.Context, bin string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
 }
