@@ -3,7 +3,6 @@ package cache_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -21,16 +20,7 @@ import (
 // makes of MD_REDIS_URL) and a cache on it under the prefix "md:".
 func openCluster(t *testing.T, cl *testenv.RedisCluster) (*redisx.Cluster, *cache.Cache) {
 	t.Helper()
-	rdb, err := redisx.Open(cl.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.Close() })
-	c, ok := rdb.(*redisx.Cluster)
-	if !ok {
-		t.Fatalf("redisx.Open(%q): got %T, want *redisx.Cluster", cl.URL(), rdb)
-	}
-	c.SetLogger(slog.New(slog.NewTextHandler(t.Output(), nil)))
+	c := cl.Open(t)
 	return c, cache.New(c, "md:", testRules())
 }
 

@@ -47,6 +47,19 @@ func (g *gated) sent() [][]int {
 	return slices.Clone(g.batches)
 }
 
+// held returns a queue whose one sender holds its first batch (the item
+// it returns) until g.open is closed.
+func held(t *testing.T, cfg Config) (*gated, *Queue[*item], *item) {
+	t.Helper()
+	g := newGated()
+	q := New(cfg, g.send)
+	t.Cleanup(q.Close)
+	first := &item{n: 0}
+	put(t, q, first)
+	<-g.started
+	return g, q, first
+}
+
 func put(t *testing.T, q *Queue[*item], it *item) {
 	t.Helper()
 	if err := q.Put(context.Background(), it, nil); err != nil {
@@ -66,11 +79,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestQueueOrderAndMax(t *testing.T) {
-	g := newGated()
-	q := New(Config{Max: 4, Senders: 1, Depth: 64}, g.send)
-	defer q.Close()
-	put(t, q, &item{n: 0})
-	<-g.started
+	g, q, _ := held(t, Config{Max: 4, Senders: 1, Depth: 64})
 	for n := 1; n <= 10; n++ {
 		put(t, q, &item{n: n})
 	}
@@ -90,12 +99,7 @@ func TestQueueOrderAndMax(t *testing.T) {
 }
 
 func TestQueueAbandon(t *testing.T) {
-	g := newGated()
-	q := New(Config{Max: 8, Senders: 1, Depth: 64}, g.send)
-	defer q.Close()
-	first := &item{n: 0}
-	put(t, q, first)
-	<-g.started
+	g, q, first := held(t, Config{Max: 8, Senders: 1, Depth: 64})
 	if first.Abandon() {
 		t.Error("Abandon of a taken item: true, want false (the sender has it)")
 	}
@@ -124,11 +128,7 @@ func TestQueueAbandon(t *testing.T) {
 // TestQueueAbandonOnCancel is how callers use Abandon: wait for the answer
 // or the context, and give the item up when the context ends first.
 func TestQueueAbandonOnCancel(t *testing.T) {
-	g := newGated()
-	q := New(Config{Max: 8, Senders: 1, Depth: 64}, g.send)
-	defer q.Close()
-	put(t, q, &item{n: 0})
-	<-g.started
+	g, q, _ := held(t, Config{Max: 8, Senders: 1, Depth: 64})
 	ctx, cancel := context.WithCancel(context.Background())
 	it := &item{n: 1}
 	if err := q.Put(ctx, it, nil); err != nil {
@@ -148,12 +148,8 @@ func TestQueueAbandonOnCancel(t *testing.T) {
 }
 
 func TestQueuePutGivesUp(t *testing.T) {
-	g := newGated()
-	q := New(Config{Max: 1, Senders: 1, Depth: 1}, g.send)
-	defer q.Close()
+	g, q, _ := held(t, Config{Max: 1, Senders: 1, Depth: 1})
 	defer close(g.open)
-	put(t, q, &item{n: 0})
-	<-g.started
 	put(t, q, &item{n: 1}) // fills the queue
 	expire := time.After(10 * time.Millisecond)
 	if err := q.Put(context.Background(), &item{n: 2}, expire); !errors.Is(err, ErrFull) {

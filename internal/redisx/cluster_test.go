@@ -2,7 +2,6 @@ package redisx_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -15,31 +14,6 @@ import (
 	"github.com/marketdata/marketdata/store"
 )
 
-// openCluster returns a client of the test cluster (what Open makes of
-// MD_REDIS_URL) and a cache on it under the prefix "md:": the failover test
-// writes as ingest does, in pipelines of the cache's scripts.
-func openCluster(t *testing.T, cl *testenv.RedisCluster) (*redisx.Cluster, *cache.Cache) {
-	t.Helper()
-	rdb, err := redisx.Open(cl.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.Close() })
-	c, ok := rdb.(*redisx.Cluster)
-	if !ok {
-		t.Fatalf("redisx.Open(%q): got %T, want *redisx.Cluster", cl.URL(), rdb)
-	}
-	c.SetLogger(slog.New(slog.NewTextHandler(t.Output(), nil)))
-	return c, cache.New(c, "md:", cache.Rules{Now: time.Now})
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestClusterFollowsFailover: after a master is SIGKILLed and its replica
 // promoted, the client writes to the new master within 5 s of the
 // promotion (go-redis alone waits for a MOVED answer or its 60 s reload),
@@ -48,7 +22,9 @@ func must(t *testing.T, err error) {
 func TestClusterFollowsFailover(t *testing.T) {
 	ctx := context.Background()
 	cl := testenv.StartRedisCluster(t)
-	rdb, c := openCluster(t, cl)
+	rdb := cl.Open(t)
+	// A cache on it, so that writes go as ingest's do: pipelines of scripts.
+	c := cache.New(rdb, "md:", cache.Rules{Now: time.Now})
 	if d, err := redisx.Health(ctx, rdb); err != nil || len(d) != 0 {
 		t.Fatalf("health of a healthy cluster: %v, %v; want nothing degraded", d, err)
 	}
@@ -56,8 +32,11 @@ func TestClusterFollowsFailover(t *testing.T) {
 	bare := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
 	defer bare.Close()
 	key := c.MarketKey("follow")
-	must(t, rdb.Set(ctx, key, "0", 0).Err())
-	must(t, bare.Set(ctx, key, "0", 0).Err())
+	for _, w := range []redis.Cmdable{rdb, bare} {
+		if err := w.Set(ctx, key, "0", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	dead := cl.KillMaster(ctx, key)
 	// Traffic while the shard is down, as an API node or ingest makes.

@@ -15,13 +15,18 @@ func TestScanKeysSingle(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := testenv.Redis(t)
 	for _, k := range []string{"a:1", "a:2", "b:1"} {
-		must(t, rdb.Set(ctx, prefix+k, "x", 0).Err())
+		if err := rdb.Set(ctx, prefix+k, "x", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var got []string
-	must(t, redisx.ScanKeys(ctx, rdb, prefix+"a:*", func(k string) error {
+	err := redisx.ScanKeys(ctx, rdb, prefix+"a:*", func(k string) error {
 		got = append(got, k)
 		return nil
-	}))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	slices.Sort(got)
 	if want := []string{prefix + "a:1", prefix + "a:2"}; !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)

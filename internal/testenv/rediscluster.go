@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/internal/redisx"
 )
 
 // RedisCluster is a Redis Cluster of the test's own: 3 masters and 3
@@ -306,4 +309,22 @@ func (c *RedisCluster) unhealthy(ctx context.Context) string {
 func ClosedPort(t testing.TB) string {
 	t.Helper()
 	return fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+}
+
+// Open returns a client of the cluster as the service makes one of
+// MD_REDIS_URL (redisx.Open), its failover watcher logging to the test's
+// output. It is closed when the test ends.
+func (c *RedisCluster) Open(t testing.TB) *redisx.Cluster {
+	t.Helper()
+	rdb, err := redisx.Open(c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	cl, ok := rdb.(*redisx.Cluster)
+	if !ok {
+		t.Fatalf("redisx.Open(%q): got %T, want *redisx.Cluster", c.URL(), rdb)
+	}
+	cl.SetLogger(slog.New(slog.NewTextHandler(t.Output(), nil)))
+	return cl
 }
