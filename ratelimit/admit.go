@@ -67,6 +67,10 @@ func (l *Limiter) Admit(ctx context.Context, addr, account string) (Admission, e
 	return a, err
 }
 
+// errQueueFull means an admission could not be queued within the timeout:
+// the senders are behind.
+var errQueueFull = errors.New("ratelimit: admission queue full")
+
 // admitOnce sends one admission; wait > 0 says it was refused while a lease
 // of its window may still be out, for up to wait.
 func (l *Limiter) admitOnce(ctx context.Context, addr, account string) (Admission, time.Duration, error) {
@@ -75,10 +79,10 @@ func (l *Limiter) admitOnce(ctx context.Context, addr, account string) (Admissio
 	defer timer.Stop()
 	if err := l.admits.Put(ctx, req, timer.C); err != nil {
 		if errors.Is(err, batch.ErrFull) {
-			err = errors.New("ratelimit: admission queue full")
+			err = errQueueFull
 		}
-		a, err := l.fallbackAdmit(addr, account, err)
-		return a, 0, err
+		a, ferr := l.fallbackAdmit(addr, account, err)
+		return a, 0, ferr
 	}
 	var cause error
 	select {
