@@ -35,7 +35,7 @@ func TestScanKeysSingle(t *testing.T) {
 
 func TestScanKeysUnknownClient(t *testing.T) {
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
-	defer ring.Close()
+	defer func() { _ = ring.Close() }()
 	if err := redisx.ScanKeys(context.Background(), ring, "*", func(string) error { return nil }); err == nil {
 		t.Error("ScanKeys on a ring: no error, want one")
 	}
