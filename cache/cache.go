@@ -35,6 +35,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/internal/notice"
+	"github.com/marketdata/marketdata/internal/redisx"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -250,4 +251,13 @@ func (c *Cache) LoadScripts(ctx context.Context) error {
 // Ping checks that Redis answers.
 func (c *Cache) Ping(ctx context.Context) error {
 	return c.rdb.Ping(ctx).Err()
+}
+
+// TopologyChanged receives a value after the masters of a Redis Cluster
+// changed (see redisx.Cluster.Changed); nil (never ready) for one server.
+func (c *Cache) TopologyChanged() <-chan struct{} {
+	if cl, ok := c.rdb.(*redisx.Cluster); ok {
+		return cl.Changed()
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/cache/cachetest"
 	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/store"
@@ -127,7 +128,7 @@ func TestApplyDocuments(t *testing.T) {
 			{"missing", cache.EventEntry{}},
 		}
 		for _, tt := range tests {
-			got, err := c.Event(ctx, tt.id)
+			got, err := cachetest.Event(ctx, rdb, c, tt.id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -190,14 +191,14 @@ func TestApplyTrades(t *testing.T) {
 		t.Errorf("trades: got %d\n%s\nwant %d\n%s", len(got), strings.Join(got[:min(len(got), 8)], "\n"),
 			len(want), strings.Join(want[:8], "\n"))
 	}
-	page, err := c.Trades(ctx, "m-1", 5)
+	page, err := cachetest.Trades(ctx, rdb, c, "m-1", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(page) != 5 || string(page[0]) != want[0] || string(page[4]) != want[4] {
 		t.Errorf("Trades limit 5: got %q, want the first 5 of %q", page, want[:5])
 	}
-	if got, err := c.Trades(ctx, "m-2", 50); err != nil || len(got) != 1 || string(got[0]) != string(cache.RenderTrade(&other)) {
+	if got, err := cachetest.Trades(ctx, rdb, c, "m-2", 50); err != nil || len(got) != 1 || string(got[0]) != string(cache.RenderTrade(&other)) {
 		t.Errorf("other market: got %q, %v; want [%s]", got, err, cache.RenderTrade(&other))
 	}
 }
@@ -226,7 +227,7 @@ func TestApplyVersionGuard(t *testing.T) {
 			})
 			checkHash(t, rdb, c.EventKey("ev"), wantEv)
 			checkHash(t, rdb, c.MarketKey("m"), wantM)
-			_, sums, err := c.ListPage(context.Background(), "*:*:1", "", 10)
+			_, sums, err := cachetest.ListPage(context.Background(), rdb, c, "*:*:1", "", 10)
 			if err != nil || len(sums) != 1 || string(sums[0]) != string(r.RenderEvent(newEv).Summary) {
 				t.Errorf("listing: got %s, %v; want the newer summary", sums, err)
 			}
@@ -250,7 +251,7 @@ func TestApplyListing(t *testing.T) {
 			t.Errorf("sets: got %q, want %q", got, want)
 		}
 		for _, set := range []string{"*:*:1", cache.SetName(e.Category, "", ""), cache.SetName("", "venue_a", "2")} {
-			ids, sums, err := c.ListPage(ctx, set, "", 10)
+			ids, sums, err := cachetest.ListPage(ctx, rdb, c, set, "", 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -291,7 +292,7 @@ func TestApplyListing(t *testing.T) {
 	resolved.Status = store.StatusResolved
 	applyEvent(t, c, 3, &resolved)
 	unlisted(t, "ev")
-	if e, _ := c.Event(ctx, "ev"); !strings.Contains(string(e.Body), `"status":"resolved"`) {
+	if e, _ := cachetest.Event(ctx, rdb, c, "ev"); !strings.Contains(string(e.Body), `"status":"resolved"`) {
 		t.Errorf("resolved event body: got %s", e.Body)
 	}
 
@@ -315,7 +316,7 @@ func TestApplyListing(t *testing.T) {
 }
 
 func TestListPagePaging(t *testing.T) {
-	c, _, _ := newCache(t)
+	c, rdb, _ := newCache(t)
 	ctx := context.Background()
 	ids := []string{"-y", "0", "09", "9", "A", "Z", "Za", "_x", "a", "a-", "a0", "aA", "a_", "b", "E-10", "E-9", "z", "zz"}
 	var res store.Result
@@ -352,7 +353,7 @@ func TestListPagePaging(t *testing.T) {
 			var got []string
 			after := ""
 			for pages := 0; ; pages++ {
-				page, sums, err := c.ListPage(ctx, tt.set, after, tt.limit)
+				page, sums, err := cachetest.ListPage(ctx, rdb, c, tt.set, after, tt.limit)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -393,7 +394,7 @@ func TestApplyAfterScriptFlush(t *testing.T) {
 	doc := store.EventDoc{ID: "ev", Rev: 2, Event: &ev2}
 	applyEvent(t, c, 2, &ev2)
 	checkHash(t, rdb, c.EventKey("ev"), map[string]string{"g": "2", "b": string(testRules().RenderEvent(doc).Body)})
-	if _, sums, err := c.ListPage(ctx, "*:*:1", "", 10); err != nil || len(sums) != 1 || !strings.Contains(string(sums[0]), "after flush") {
+	if _, sums, err := cachetest.ListPage(ctx, rdb, c, "*:*:1", "", 10); err != nil || len(sums) != 1 || !strings.Contains(string(sums[0]), "after flush") {
 		t.Errorf("listing after flush: got %s, %v", sums, err)
 	}
 }

@@ -3,7 +3,6 @@ package cache_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -12,24 +11,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/redisx"
 	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/store"
 )
 
-// openCluster returns a cache client of the test cluster (what cache.Open
+// openCluster returns a client of the test cluster (what redisx.Open
 // makes of MD_REDIS_URL) and a cache on it under the prefix "md:".
-func openCluster(t *testing.T, cl *testenv.RedisCluster) (*cache.Cluster, *cache.Cache) {
+func openCluster(t *testing.T, cl *testenv.RedisCluster) (*redisx.Cluster, *cache.Cache) {
 	t.Helper()
-	rdb, err := cache.Open(cl.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.Close() })
-	c, ok := rdb.(*cache.Cluster)
-	if !ok {
-		t.Fatalf("cache.Open(%q): got %T, want *cache.Cluster", cl.URL(), rdb)
-	}
-	c.SetLogger(slog.New(slog.NewTextHandler(t.Output(), nil)))
+	c := cl.Open(t)
 	return c, cache.New(c, "md:", testRules())
 }
 
@@ -121,160 +112,6 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// TestClusterFollowsFailover: after a master is SIGKILLed and its replica
-// promoted, the client writes to the new master within 5 s of the
-// promotion (go-redis alone waits for a MOVED answer or its 60 s reload),
-// announces the change, and Health reports the dead node as degraded, not
-// as an error.
-func TestClusterFollowsFailover(t *testing.T) {
-	ctx := context.Background()
-	cl := testenv.StartRedisCluster(t)
-	rdb, c := openCluster(t, cl)
-	if d, err := cache.Health(ctx, rdb); err != nil || len(d) != 0 {
-		t.Fatalf("health of a healthy cluster: %v, %v; want nothing degraded", d, err)
-	}
-	// Bare go-redis, for comparison (logged, not asserted).
-	bare := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
-	defer bare.Close()
-	key := c.MarketKey("follow")
-	must(t, rdb.Set(ctx, key, "0", 0).Err())
-	must(t, bare.Set(ctx, key, "0", 0).Err())
-
-	dead := cl.KillMaster(ctx, key)
-	// Traffic while the shard is down, as an API node or ingest makes.
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	_, promoted, err := cl.WaitPromoted(wctx, dead, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ours, pipe, theirs time.Duration = -1, -1, -1
-	for i := 0; ours < 0 || pipe < 0 || (theirs < 0 && time.Since(promoted) < 8*time.Second); i++ {
-		if time.Since(promoted) > 20*time.Second {
-			break
-		}
-		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
-		if ours < 0 && rdb.Set(cctx, key, i, 0).Err() == nil {
-			ours = time.Since(promoted)
-		}
-		// Ingest writes in pipelines of scripts.
-		if pipe < 0 {
-			if _, err := c.ApplyDocs(cctx, nil, []store.MarketDoc{{ID: "follow-pipe", Rev: int64(i + 1)}}, nil); err == nil {
-				pipe = time.Since(promoted)
-			}
-		}
-		if theirs < 0 && bare.Set(cctx, key, i, 0).Err() == nil {
-			theirs = time.Since(promoted)
-		}
-		ccancel()
-		time.Sleep(50 * time.Millisecond) // pacing the probe writes, not waiting for an event
-	}
-	t.Logf("writes land again %v after the promotion, pipelined cache writes %v (bare go-redis: %v, -1 = not within 8 s)", ours, pipe, theirs)
-	if ours < 0 || ours > 5*time.Second {
-		t.Errorf("writes to the new master: got %v after the promotion, want within 5s", ours)
-	}
-	if pipe < 0 || pipe > 5*time.Second {
-		t.Errorf("pipelined cache writes: got %v after the promotion, want within 5s", pipe)
-	}
-	for i := range 20 {
-		if err := rdb.Set(ctx, key, i, 0).Err(); err != nil {
-			t.Fatalf("write %d after following the failover: %v", i, err)
-		}
-	}
-	select {
-	case <-c.TopologyChanged():
-	case <-time.After(10 * time.Second):
-		t.Errorf("no topology change announced")
-	}
-	var degraded map[string]string
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		degraded, err = cache.Health(ctx, rdb)
-		if err == nil && degraded["redis "+dead] != "" {
-			break
-		}
-		time.Sleep(100 * time.Millisecond) // polling the cluster's view
-	}
-	if err != nil || degraded["redis "+dead] == "" {
-		t.Errorf("health after the failover: %v, %v; want %s degraded and no error", degraded, err, dead)
-	}
-	if n := rdb.NodesDown(); n < 1 {
-		t.Errorf("nodes down: got %d, want at least 1", n)
-	}
-
-	// The dead node comes back (as a replica): nothing is degraded any more.
-	cl.Restart(ctx, dead)
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
-		if degraded, err = cache.Health(ctx, rdb); err == nil && len(degraded) == 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond) // polling the cluster's view
-	}
-	if err != nil || len(degraded) != 0 {
-		t.Errorf("health after the node came back: %v, %v; want nothing degraded", degraded, err)
-	}
-}
-
-// TestHealthSingle: one server is healthy while it answers PING and an
-// error when it does not.
-func TestHealthSingle(t *testing.T) {
-	ctx := context.Background()
-	rdb, _ := testenv.Redis(t)
-	if d, err := cache.Health(ctx, rdb); err != nil || len(d) != 0 {
-		t.Errorf("health: %v, %v; want healthy", d, err)
-	}
-	l := testenv.ClosedPort(t)
-	down, err := cache.Open("redis://" + l + "/0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer down.Close()
-	if _, err := cache.Health(ctx, down); err == nil {
-		t.Errorf("health of a dead server: got no error")
-	}
-}
-
-// TestOpenURLs: MD_REDIS_URL forms give the right kind of client, with
-// AUTH and TLS taken from a cluster URL.
-func TestOpenURLs(t *testing.T) {
-	cases := []struct {
-		url     string
-		cluster bool
-		user    string
-		tls     bool
-	}{
-		{"redis://127.0.0.1:6379/0", false, "", false},
-		{"rediss://u:p@127.0.0.1:6380/0", false, "u", true},
-		{"redis://user:pass@127.0.0.1:7000?addr=127.0.0.1:7001&addr=127.0.0.1:7002", true, "user", false},
-		{"rediss://user:pass@127.0.0.1:7000?addr=127.0.0.1:7001", true, "user", true},
-		{"127.0.0.1:7000,127.0.0.1:7001", true, "", false},
-	}
-	for _, tc := range cases {
-		rdb, err := cache.Open(tc.url)
-		if err != nil {
-			t.Errorf("%s: %v", tc.url, err)
-			continue
-		}
-		switch r := rdb.(type) {
-		case *cache.Cluster:
-			o := r.Options()
-			if !tc.cluster || o.Username != tc.user || (o.TLSConfig != nil) != tc.tls || o.DialTimeout != time.Second {
-				t.Errorf("%s: cluster user %q tls %v dial %v; want cluster %v user %q tls %v dial 1s",
-					tc.url, o.Username, o.TLSConfig != nil, o.DialTimeout, tc.cluster, tc.user, tc.tls)
-			}
-		case *redis.Client:
-			o := r.Options()
-			if tc.cluster || o.Username != tc.user || (o.TLSConfig != nil) != tc.tls || o.DialTimeout != time.Second {
-				t.Errorf("%s: single user %q tls %v dial %v; want cluster %v user %q tls %v dial 1s",
-					tc.url, o.Username, o.TLSConfig != nil, o.DialTimeout, tc.cluster, tc.user, tc.tls)
-			}
-		default:
-			t.Errorf("%s: got %T", tc.url, rdb)
-		}
-		rdb.Close()
-	}
-}
-
 // TestClusterRebuildBehindRewrittenAddresses: when the client reaches the
 // cluster under another name than the nodes announce (a hostname, NAT),
 // go-redis rewrites the announced loopback addresses, and a rebuild still
@@ -320,30 +157,5 @@ func TestClusterRebuildBehindRewrittenAddresses(t *testing.T) {
 	stats := rebuild(t, st, c)
 	if stats.Pruned < 30 {
 		t.Errorf("pruned: got %d, want at least 30 junk keys", stats.Pruned)
-	}
-}
-
-// TestOpenErrorHidesPassword: a malformed MD_REDIS_URL is reported without
-// the URL, so its password never reaches a log.
-func TestOpenErrorHidesPassword(t *testing.T) {
-	const secret = "s3cretPW"
-	for _, url := range []string{
-		"redis://user:" + secret + "@127.0.0.1:notaport/0",
-		"rediss://user:" + secret + "@127.0.0.1:6379/0?dial_timeout=never",
-		"redis://user:" + secret + "%zz@127.0.0.1:6379/0",
-		"redis://user:" + secret + "@127.0.0.1:notaport?addr=127.0.0.1:7001",
-		"redis://user:" + secret + "%zz@127.0.0.1:7000?addr=127.0.0.1:7001",
-		"redis://user:" + secret + "@127.0.0.1:7000?addr=127.0.0.1:7001&nope=1",
-	} {
-		_, err := cache.Open(url)
-		if err == nil {
-			t.Errorf("open of a malformed url: got no error")
-			continue
-		}
-		if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "%zz") {
-			t.Errorf("open error quotes the password: %q", err)
-		} else {
-			t.Logf("error: %v", err)
-		}
 	}
 }

@@ -18,16 +18,6 @@ type EventEntry struct {
 	MergedInto string
 }
 
-// Event reads an event's document.
-func (c *Cache) Event(ctx context.Context, id string) (EventEntry, error) {
-	p := c.rdb.Pipeline()
-	cmd := c.QueueEvent(p, id)
-	if _, err := p.Exec(ctx); err != nil {
-		return EventEntry{}, fmt.Errorf("cache: read event %s: %w", id, err)
-	}
-	return ParseEvent(cmd)
-}
-
 // MarketEntry is a cached price item as stored.
 type MarketEntry struct {
 	Found  bool
@@ -57,48 +47,6 @@ func (c *Cache) Markets(ctx context.Context, ids []string) ([]MarketEntry, error
 		out[i] = m
 	}
 	return out, nil
-}
-
-// Trades reads a market's newest trades, newest first.
-func (c *Cache) Trades(ctx context.Context, marketID string, limit int) ([][]byte, error) {
-	vals, err := c.rdb.ZRevRange(ctx, c.TradesKey(marketID), 0, int64(limit-1)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("cache: read trades of %s: %w", marketID, err)
-	}
-	out := make([][]byte, len(vals))
-	for i, v := range vals {
-		out[i] = []byte(v)
-	}
-	return out, nil
-}
-
-// ListPage reads up to limit listed events of a set with ids above after
-// (bytewise), ascending, with their summaries.
-func (c *Cache) ListPage(ctx context.Context, set, after string, limit int) (ids []string, summaries [][]byte, err error) {
-	min := "-"
-	if after != "" {
-		min = "(" + after
-	}
-	ids, err = c.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{
-		Key: c.SetKey(set), Start: min, Stop: "+", ByLex: true, Count: int64(limit),
-	}).Result()
-	if err != nil {
-		return nil, nil, fmt.Errorf("cache: list %s: %w", set, err)
-	}
-	if len(ids) == 0 {
-		return ids, nil, nil
-	}
-	vals, err := c.rdb.HMGet(ctx, c.listingKey("s"), ids...).Result()
-	if err != nil {
-		return nil, nil, fmt.Errorf("cache: read summaries: %w", err)
-	}
-	summaries = make([][]byte, len(vals))
-	for i, v := range vals {
-		if s, ok := v.(string); ok {
-			summaries[i] = []byte(s)
-		}
-	}
-	return ids, summaries, nil
 }
 
 // Summaries reads every listed event's summary (what search ranks).

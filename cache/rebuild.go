@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/marketdata/marketdata/internal/redisx"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -234,7 +234,7 @@ type present struct {
 // existing lists document keys and listing entries under the prefix.
 func (c *Cache) existing(ctx context.Context) (present, error) {
 	p := present{listing: map[string][]string{}, gens: map[string]int64{}, listingGens: map[string]int64{}}
-	err := c.forEachKey(ctx, c.prefix+"{[em]:*", func(key string) error {
+	err := redisx.ScanKeys(ctx, c.rdb, c.prefix+"{[em]:*", func(key string) error {
 		p.keys = append(p.keys, key)
 		return nil
 	})
@@ -257,7 +257,7 @@ func (c *Cache) existing(ctx context.Context) (present, error) {
 		}
 		p.listing[h] = fields
 	}
-	err = c.forEachKey(ctx, c.listingKey("f:*"), func(key string) error {
+	err = redisx.ScanKeys(ctx, c.rdb, c.listingKey("f:*"), func(key string) error {
 		members, err := c.rdb.ZRange(ctx, key, 0, -1).Result()
 		p.listing[key] = members
 		return err
@@ -348,71 +348,4 @@ func (c *Cache) prune(ctx context.Context, before present, keep, listed map[stri
 		}
 	}
 	return pruned, nil
-}
-
-// forEachKey scans keys matching pattern on every server (all masters of a
-// cluster). fn is never called concurrently: on a cluster the masters are
-// scanned in parallel and their keys handed to fn one at a time. On a
-// cluster, a scan that did not reach the master of every slot (a failover
-// during the scan) is an error: a key the scan missed could not be pruned.
-func (c *Cache) forEachKey(ctx context.Context, pattern string, fn func(string) error) error {
-	var mu sync.Mutex
-	scan := func(ctx context.Context, client *redis.Client) error {
-		iter := client.Scan(ctx, 0, pattern, 1000).Iterator()
-		for iter.Next(ctx) {
-			mu.Lock()
-			err := fn(iter.Val())
-			mu.Unlock()
-			if err != nil {
-				return err
-			}
-		}
-		if err := iter.Err(); err != nil {
-			return fmt.Errorf("scan %s: %w", client.Options().Addr, err)
-		}
-		return nil
-	}
-	switch r := c.rdb.(type) {
-	case clusterClient:
-		// Masters are told apart by node ID, not address: go-redis rewrites
-		// the addresses CLUSTER SLOTS announces (loopback behind a hostname,
-		// NAT), so the address a client dials need not be the announced one.
-		scanned := map[string]bool{}
-		err := r.ForEachMaster(ctx, func(ctx context.Context, client *redis.Client) error {
-			id, err := client.ClusterMyID(ctx).Result()
-			if err != nil {
-				return fmt.Errorf("cluster myid %s: %w", client.Options().Addr, err)
-			}
-			if err := scan(ctx, client); err != nil {
-				return err
-			}
-			mu.Lock()
-			scanned[id] = true
-			mu.Unlock()
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		slots, err := r.ClusterSlots(ctx).Result()
-		if err != nil {
-			return fmt.Errorf("read the slot map: %w", err)
-		}
-		for _, s := range slots {
-			if len(s.Nodes) == 0 || !scanned[s.Nodes[0].ID] {
-				return fmt.Errorf("slots %d-%d: their master was not scanned (the cluster changed during the scan)", s.Start, s.End)
-			}
-		}
-		return nil
-	case *redis.Client:
-		return scan(ctx, r)
-	default:
-		return fmt.Errorf("cache: cannot scan keys on %T", c.rdb)
-	}
-}
-
-// clusterClient is a Redis Cluster client: *redis.ClusterClient or *Cluster.
-type clusterClient interface {
-	ForEachMaster(ctx context.Context, fn func(ctx context.Context, client *redis.Client) error) error
-	ClusterSlots(ctx context.Context) *redis.ClusterSlotsCmd
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/cache/cachetest"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -98,7 +99,7 @@ func TestRebuildRevisionsAhead(t *testing.T) {
 		}
 		apply(t, c, res)
 	}
-	good, err := c.Event(ctx, "E1")
+	good, err := cachetest.Event(ctx, rdb, c, "E1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestRebuildRevisionsAhead(t *testing.T) {
 	if stats.Renumbered == 0 {
 		t.Errorf("renumbered: got 0, want every document")
 	}
-	got, err := c.Event(ctx, "E1")
+	got, err := cachetest.Event(ctx, rdb, c, "E1")
 	if err != nil || string(got.Body) != string(good.Body) || got.Gen <= 999999999 {
 		t.Errorf("E1 after rebuild: gen %d body %.80s (%v), want the stored document above 999999999", got.Gen, got.Body, err)
 	}
@@ -132,7 +133,7 @@ func TestRebuildRevisionsAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	apply(t, c, res)
-	got, err = c.Event(ctx, "E1")
+	got, err = cachetest.Event(ctx, rdb, c, "E1")
 	if err != nil || !strings.Contains(string(got.Body), "after the restore") {
 		t.Errorf("E1 after a later ingest write: %.120s (%v), want the new title", got.Body, err)
 	}

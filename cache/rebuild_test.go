@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/redisx"
 	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/store"
 )
@@ -102,7 +103,7 @@ func scanKeys(t *testing.T, rdb redis.UniversalClient, pattern string) []string 
 	}
 	var err error
 	switch r := rdb.(type) {
-	case *cache.Cluster:
+	case *redisx.Cluster:
 		err = r.ForEachMaster(ctx, scan)
 	case *redis.Client:
 		err = scan(ctx, r)

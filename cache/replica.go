@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/marketdata/marketdata/internal/notice"
+	"github.com/marketdata/marketdata/internal/redisx"
 )
 
 // replica is the node's copy of every price item Redis holds, kept in place
@@ -302,7 +303,7 @@ const replicaLoadBatch = 1000
 func (c *Cache) loadReplica(ctx context.Context, rp *replica) (int, error) {
 	prefix := c.prefix + "{m:"
 	var ids []string
-	err := c.forEachKey(ctx, escapeGlob(prefix)+"*", func(key string) error {
+	err := redisx.ScanKeys(ctx, c.rdb, escapeGlob(prefix)+"*", func(key string) error {
 		// P{m:<id>} is a price item; P{m:<id>}:t a trade list.
 		if strings.HasSuffix(key, "}") && strings.HasPrefix(key, prefix) {
 			ids = append(ids, key[len(prefix):len(key)-1])

@@ -3,11 +3,11 @@ package cache
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/internal/batch"
 )
 
 // trips sends the Reader's Redis reads. A request queues its commands (or
@@ -22,17 +22,14 @@ type trips struct {
 	// timeout bounds how long a request waits for its round trip; then it
 	// reads the store instead (Redis is slow or gone).
 	timeout time.Duration
-	queue   chan *trip
-	stop    chan struct{}
-	start   sync.Once
-	stopped sync.Once
+	queue   *batch.Queue[*trip]
 }
 
 // trip is one request's part of a round trip.
 type trip struct {
+	batch.Entry
 	queue func(redis.Pipeliner)
 	done  chan struct{}
-	state atomic.Int32
 	// seq is the change number and seqErr why it is unknown; set before
 	// done is closed.
 	seq    int64
@@ -42,23 +39,20 @@ type trip struct {
 }
 
 const (
-	tripQueued int32 = iota
-	tripTaken
-	tripAbandoned
-)
-
-const (
 	// maxTripBatch bounds the requests one pipeline carries.
 	maxTripBatch = 64
 	// tripSenders run at once, so one slow round trip does not hold up all.
 	tripSenders = 2
+	tripDepth   = 4096
 )
 
 // errRedisSlow means the round trip did not answer within the timeout.
 var errRedisSlow = errors.New("cache: redis did not answer in time")
 
 func newTrips(c *Cache, timeout time.Duration) *trips {
-	return &trips{c: c, timeout: timeout, queue: make(chan *trip, 4096), stop: make(chan struct{})}
+	t := &trips{c: c, timeout: timeout}
+	t.queue = batch.New(batch.Config{Max: maxTripBatch, Senders: tripSenders, Depth: tripDepth}, t.exec)
+	return t
 }
 
 // do sends queue's commands (nil: none) in the next round trip and returns
@@ -77,21 +71,15 @@ func (t *trips) do(ctx context.Context, queue func(redis.Pipeliner)) (seq int64,
 // once: the caller does other work (its admission) while the trip is sent,
 // then waits for it (wait) or drops it (discard). The timeout runs from here.
 func (t *trips) begin(ctx context.Context, queue func(redis.Pipeliner)) (*trip, error) {
-	t.start.Do(func() {
-		for range tripSenders {
-			go t.send()
-		}
-	})
 	tr := &trip{queue: queue, done: make(chan struct{}), timer: time.NewTimer(t.timeout)}
-	select {
-	case t.queue <- tr:
-		return tr, nil
-	case <-tr.timer.C:
-		return nil, errRedisSlow
-	case <-ctx.Done():
+	if err := t.queue.Put(ctx, tr, tr.timer.C); err != nil {
 		tr.timer.Stop()
-		return nil, ctx.Err()
+		if errors.Is(err, batch.ErrFull) {
+			err = errRedisSlow
+		}
+		return nil, err
 	}
+	return tr, nil
 }
 
 // wait waits for a trip begin queued; see do.
@@ -106,7 +94,7 @@ func (t *trips) wait(ctx context.Context, tr *trip) (seq int64, seqErr, err erro
 		err = ctx.Err()
 	}
 	// A sender that took it writes its commands' answers; they are not read.
-	tr.state.CompareAndSwap(tripQueued, tripAbandoned)
+	tr.Abandon()
 	return 0, nil, err
 }
 
@@ -114,45 +102,15 @@ func (t *trips) wait(ctx context.Context, tr *trip) (seq int64, seqErr, err erro
 // yet taken is not sent.
 func (t *trips) discard(tr *trip) {
 	tr.timer.Stop()
-	tr.state.CompareAndSwap(tripQueued, tripAbandoned)
-}
-
-func (t *trips) send() {
-	batch := make([]*trip, 0, maxTripBatch)
-	for {
-		var first *trip
-		select {
-		case first = <-t.queue:
-		case <-t.stop:
-			return
-		}
-		batch = batch[:0]
-		if first.state.CompareAndSwap(tripQueued, tripTaken) {
-			batch = append(batch, first)
-		}
-	fill:
-		for len(batch) < maxTripBatch {
-			select {
-			case tr := <-t.queue:
-				if tr.state.CompareAndSwap(tripQueued, tripTaken) {
-					batch = append(batch, tr)
-				}
-			default:
-				break fill
-			}
-		}
-		if len(batch) > 0 {
-			t.exec(batch)
-		}
-	}
+	tr.Abandon()
 }
 
 // exec sends one round trip: the change number first, then each trip's
 // commands. A failed command fails only itself; each trip parses its own.
-func (t *trips) exec(batch []*trip) {
+func (t *trips) exec(taken []*trip) {
 	p := t.c.rdb.Pipeline()
 	seq := t.c.queueSeq(p)
-	for _, tr := range batch {
+	for _, tr := range taken {
 		if tr.queue != nil {
 			tr.queue(p)
 		}
@@ -161,11 +119,11 @@ func (t *trips) exec(batch []*trip) {
 	defer cancel()
 	p.Exec(ctx) //nolint:errcheck // every command carries its own error
 	n, err := parseSeq(seq)
-	for _, tr := range batch {
+	for _, tr := range taken {
 		tr.seq, tr.seqErr = n, err
 		close(tr.done)
 	}
 }
 
 // close stops the senders; later requests time out.
-func (t *trips) close() { t.stopped.Do(func() { close(t.stop) }) }
+func (t *trips) close() { t.queue.Close() }

@@ -20,6 +20,7 @@ import (
 	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/ingest"
 	"github.com/marketdata/marketdata/internal/notice"
+	"github.com/marketdata/marketdata/internal/redisx"
 	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/store"
 )
@@ -253,7 +254,7 @@ func TestAntiEntropyAfterClusterFailover(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	cl := testenv.StartRedisCluster(t)
-	rdb, err := cache.Open(cl.URL())
+	rdb, err := redisx.Open(cl.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +336,7 @@ func clusterDump(t *testing.T, rdb redis.UniversalClient, prefix string) map[str
 	ctx := context.Background()
 	out := map[string]string{}
 	var mu sync.Mutex
-	cc, ok := rdb.(*cache.Cluster)
+	cc, ok := rdb.(*redisx.Cluster)
 	if !ok {
 		t.Fatalf("cluster dump of %T", rdb)
 	}

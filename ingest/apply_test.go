@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/cache/cachetest"
 	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/store"
 )
@@ -83,7 +84,7 @@ func TestApplyEachKind(t *testing.T) {
 		t.Errorf("market+price+trade rows: got %d (%v), want 1", n, err)
 	}
 
-	ev, err := e.cache.Event(ctx, "EV-1")
+	ev, err := cachetest.Event(ctx, e.rdb, e.cache, "EV-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestApplyEachKind(t *testing.T) {
 	if !ms[0].Served || string(ms[0].Body) != wantPrice {
 		t.Errorf("price item (served %v):\n got %s\nwant %s", ms[0].Served, ms[0].Body, wantPrice)
 	}
-	trades, err := e.cache.Trades(ctx, "MK-1", 50)
+	trades, err := cachetest.Trades(ctx, e.rdb, e.cache, "MK-1", 50)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestApplyEachKind(t *testing.T) {
 	if len(trades) != 1 || string(trades[0]) != wantTrade {
 		t.Errorf("trades: got %q, want [%s]", trades, wantTrade)
 	}
-	ids, summaries, err := e.cache.ListPage(ctx, cache.SetName("politics", "venue_b", "2"), "", 10)
+	ids, summaries, err := cachetest.ListPage(ctx, e.rdb, e.cache, cache.SetName("politics", "venue_b", "2"), "", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestApplyEachKind(t *testing.T) {
 	if len(ids) != 1 || ids[0] != "EV-1" || string(summaries[0]) != wantSummary {
 		t.Errorf("listing politics/venue_b: got %v %q, want [EV-1] [%s]", ids, summaries, wantSummary)
 	}
-	if ids, _, _ := e.cache.ListPage(ctx, cache.SetName("", "venue_c", ""), "", 10); len(ids) != 0 {
+	if ids, _, _ := cachetest.ListPage(ctx, e.rdb, e.cache, cache.SetName("", "venue_c", ""), "", 10); len(ids) != 0 {
 		t.Errorf("listing venue_c: got %v, want none", ids)
 	}
 
@@ -167,7 +168,7 @@ func TestVersionRules(t *testing.T) {
 	}
 	pub(5, "five", "a")
 	e.waitDrained(t, 10*time.Second)
-	before, err := e.cache.Event(ctx, "EV-9")
+	before, err := cachetest.Event(ctx, e.rdb, e.cache, "EV-9")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestVersionRules(t *testing.T) {
 	if title != "five" || version != 5 {
 		t.Errorf("events row: got (%q, %d), want (five, 5)", title, version)
 	}
-	after, err := e.cache.Event(ctx, "EV-9")
+	after, err := cachetest.Event(ctx, e.rdb, e.cache, "EV-9")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestVersionRules(t *testing.T) {
 
 	pub(6, "six", "e")
 	e.waitDrained(t, 10*time.Second)
-	after, err = e.cache.Event(ctx, "EV-9")
+	after, err = cachetest.Event(ctx, e.rdb, e.cache, "EV-9")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func TestLateCacheWrite(t *testing.T) {
 	if _, err := e.cache.Apply(ctx, older); err != nil {
 		t.Fatal(err)
 	}
-	got, err := e.cache.Event(ctx, "EV-L")
+	got, err := cachetest.Event(ctx, e.rdb, e.cache, "EV-L")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func TestLateCacheWrite(t *testing.T) {
 	if err := json.Unmarshal(got.Body, &doc); err != nil || doc.Title != "newer" {
 		t.Errorf("event document title after a late older write: got %q (%v), want newer", doc.Title, err)
 	}
-	ids, sums, err := e.cache.ListPage(ctx, cache.SetName("c", "", ""), "", 10)
+	ids, sums, err := cachetest.ListPage(ctx, e.rdb, e.cache, cache.SetName("c", "", ""), "", 10)
 	if err != nil || len(ids) != 1 || !strings.Contains(string(sums[0]), `"title":"newer"`) {
 		t.Errorf("listing after a late older write: got %v %q (%v), want the newer summary", ids, sums, err)
 	}

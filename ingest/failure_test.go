@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/cache/cachetest"
 	"github.com/marketdata/marketdata/ingest"
 	"github.com/marketdata/marketdata/store"
 )
@@ -139,7 +140,7 @@ func TestSweepRetention(t *testing.T) {
 	ctx := context.Background()
 	check := func(wantResolved bool) {
 		t.Helper()
-		ev, err := e.cache.Event(ctx, "EV-R")
+		ev, err := cachetest.Event(ctx, e.rdb, e.cache, "EV-R")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/internal/batch"
 )
 
 // Admission is the outcome of the two shared checks a request with a valid
@@ -65,21 +67,22 @@ func (l *Limiter) Admit(ctx context.Context, addr, account string) (Admission, e
 	return a, err
 }
 
+// errQueueFull means an admission could not be queued within the timeout:
+// the senders are behind.
+var errQueueFull = errors.New("ratelimit: admission queue full")
+
 // admitOnce sends one admission; wait > 0 says it was refused while a lease
 // of its window may still be out, for up to wait.
 func (l *Limiter) admitOnce(ctx context.Context, addr, account string) (Admission, time.Duration, error) {
 	req := &admitReq{addr: addr, account: account, done: make(chan struct{})}
-	l.batcher.start(l)
 	timer := time.NewTimer(l.cfg.Timeout)
 	defer timer.Stop()
-	select {
-	case l.batcher.queue <- req:
-	case <-timer.C:
-		a, err := l.fallbackAdmit(addr, account, errors.New("ratelimit: admission queue full"))
-		return a, 0, err
-	case <-ctx.Done():
-		a, err := l.fallbackAdmit(addr, account, ctx.Err())
-		return a, 0, err
+	if err := l.admits.Put(ctx, req, timer.C); err != nil {
+		if errors.Is(err, batch.ErrFull) {
+			err = errQueueFull
+		}
+		a, ferr := l.fallbackAdmit(addr, account, err)
+		return a, 0, ferr
 	}
 	var cause error
 	select {
@@ -90,7 +93,7 @@ func (l *Limiter) admitOnce(ctx context.Context, addr, account string) (Admissio
 		cause = ctx.Err()
 	}
 	if cause != nil {
-		if req.state.CompareAndSwap(reqQueued, reqAbandoned) {
+		if req.Abandon() {
 			// Never sent: nothing was counted in Redis; decide alone.
 			a, err := l.fallbackAdmit(addr, account, cause)
 			return a, 0, err

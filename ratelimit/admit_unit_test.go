@@ -18,8 +18,8 @@ func decide(l *Limiter, reqs []*admitReq) {
 	}
 }
 
-// batch builds one admission request per (address, account) pair.
-func batch(pairs ...[2]string) []*admitReq {
+// requests builds one admission request per (address, account) pair.
+func requests(pairs ...[2]string) []*admitReq {
 	var reqs []*admitReq
 	for _, p := range pairs {
 		reqs = append(reqs, &admitReq{addr: p[0], account: p[1], done: make(chan struct{})})
@@ -45,7 +45,7 @@ func TestAdmitBatchSeveralAccountsAndAddresses(t *testing.T) {
 		blocked, allowed bool
 		remaining        int
 	}
-	reqs := batch(
+	reqs := requests(
 		[2]string{bad, "acc_a"}, [2]string{good, "acc_a"}, [2]string{good2, "acc_a"},
 		[2]string{good, "acc_b"}, [2]string{bad, "acc_b"}, [2]string{good2, "acc_b"},
 		[2]string{bad, "acc_c"},
@@ -118,7 +118,7 @@ func TestAdmitRerunsLostScript(t *testing.T) {
 	for i := range 9 {
 		pairs = append(pairs, [2]string{"192.0.2.1", fmt.Sprintf("acc%d", i%3)})
 	}
-	reqs := batch(pairs...)
+	reqs := requests(pairs...)
 	decide(l, reqs)
 	for i, r := range reqs {
 		place := i / 3 // each account's 0th, 1st, 2nd request

@@ -18,6 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/internal/batch"
 )
 
 // Result is one window decision, with what the response headers need.
@@ -81,7 +83,7 @@ type Limiter struct {
 	rdb      redis.UniversalClient
 	cfg      Config
 	fallback *local
-	batcher  batcher
+	admits   *batch.Queue[*admitReq]
 	// refunding bounds the refunds running off the senders.
 	refunding chan struct{}
 	// Counts of the admission round trips, for Register.
@@ -106,10 +108,12 @@ func New(rdb redis.UniversalClient, cfg Config, peers func() int, now func() tim
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Limiter{
+	l := &Limiter{
 		rdb: rdb, cfg: cfg, fallback: newLocal(peers, now), refunding: make(chan struct{}, 8),
 		leases: newLeases(cfg.Limit, cfg.Window), suspects: newSuspects(),
-	}, nil
+	}
+	l.admits = newAdmitQueue(l)
+	return l, nil
 }
 
 // Run lets the node admit without a round trip per request until ctx ends:

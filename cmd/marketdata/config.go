@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/docs/site"
+	"github.com/marketdata/marketdata/internal/redisx"
 )
 
 // Config is the process configuration of contract §1, read once from the
@@ -23,7 +23,7 @@ type Config struct {
 	DatabaseReadURL string
 	RedisURL        string
 	// Redis is MD_REDIS_URL parsed, with the client timeouts set.
-	Redis          cache.Options
+	Redis          redisx.Options
 	RedisPrefix    string
 	NATSURL        string
 	RateLimit      int
@@ -117,7 +117,7 @@ func LoadConfig(getenv func(string) string, secrets secretsMode) (*Config, error
 			return nil, &configError{d.name, "not a Postgres connection string: " + err.Error()}
 		}
 	}
-	if c.Redis, err = cache.ParseURL(c.RedisURL); err != nil {
+	if c.Redis, err = redisx.ParseURL(c.RedisURL); err != nil {
 		return nil, &configError{"MD_REDIS_URL", err.Error()}
 	}
 	if err := checkNATSURL(c.NATSURL); err != nil {

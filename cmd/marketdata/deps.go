@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/redisx"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -109,8 +110,8 @@ func openPoolSized(name, dsn string, maxConns int32) (*store.Store, func(), erro
 
 // connectRedis opens Redis for a command that needs it now: it fails when
 // Redis does not answer.
-func connectRedis(ctx context.Context, o cache.Options) (redis.UniversalClient, error) {
-	rdb, err := cache.Connect(ctx, o)
+func connectRedis(ctx context.Context, o redisx.Options) (redis.UniversalClient, error) {
+	rdb, err := redisx.Connect(ctx, o)
 	if err != nil {
 		return nil, &configError{"MD_REDIS_URL", err.Error()}
 	}
@@ -136,19 +137,19 @@ func openCaches(cfg *Config, name string, log *slog.Logger) (redis.UniversalClie
 // observeRedis gives a Redis Cluster client the process's logger (it logs
 // topology changes) and registers marketdata_redis_nodes_down.
 func observeRedis(rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) error {
-	if cl, ok := rdb.(*cache.Cluster); ok {
+	if cl, ok := rdb.(*redisx.Cluster); ok {
 		cl.SetLogger(log)
 	}
-	return cache.RegisterMetrics(reg, rdb)
+	return redisx.RegisterMetrics(reg, rdb)
 }
 
-// redisCheck is the readiness probe of Redis (cache.Health): an error when
+// redisCheck is the readiness probe of Redis (redisx.Health): an error when
 // the node cannot use Redis at all; on a Redis Cluster, nodes it routes
 // around (a dead replica, a dead master whose slots moved) are reported as
 // degraded, sorted by address.
 func redisCheck(rdb redis.UniversalClient) func(context.Context) error {
 	return func(ctx context.Context) error {
-		down, err := cache.Health(ctx, rdb)
+		down, err := redisx.Health(ctx, rdb)
 		if err != nil {
 			return err
 		}

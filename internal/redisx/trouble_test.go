@@ -1,4 +1,4 @@
-package cache
+package redisx
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func TestClusterTrouble(t *testing.T) {
 		{"nil", nil, false},
 		{"redis.Nil", redis.Nil, false},
 		{"caller's deadline", context.DeadlineExceeded, false},
-		{"wrapped deadline", fmt.Errorf("cache: read: %w", context.DeadlineExceeded), false},
+		{"wrapped deadline", fmt.Errorf("redisx: read: %w", context.DeadlineExceeded), false},
 		{"canceled", context.Canceled, false},
 		{"read timeout", readTimeout, false},
 		{"pool timeout", redis.ErrPoolTimeout, false},
@@ -49,7 +49,7 @@ func TestClusterTrouble(t *testing.T) {
 		{"connection refused", refused, true},
 		{"connection reset", reset, true},
 		{"EOF", io.EOF, true},
-		{"wrapped EOF", fmt.Errorf("cache: write: %w", io.EOF), true},
+		{"wrapped EOF", fmt.Errorf("redisx: write: %w", io.EOF), true},
 		{"CLUSTERDOWN", replyError("CLUSTERDOWN The cluster is down"), true},
 		{"MOVED", replyError("MOVED 3999 127.0.0.1:6381"), true},
 		{"ASK", replyError("ASK 3999 127.0.0.1:6381"), true},

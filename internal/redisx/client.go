@@ -1,4 +1,10 @@
-package cache
+// Package redisx opens the process's Redis clients from MD_REDIS_URL: one
+// server or a Redis Cluster, with short timeouts, and for a cluster a client
+// that follows failovers by itself (Cluster). It also says how Redis is
+// doing, for /readyz and the metrics (Health, RegisterMetrics). What the
+// keys hold is the business of the packages that use the client (cache,
+// ratelimit).
+package redisx
 
 import (
 	"context"
@@ -41,14 +47,14 @@ func ParseURL(v string) (Options, error) {
 		if strings.Contains(v, "://") {
 			var err error
 			if opt, err = redis.ParseClusterURL(v); err != nil {
-				return Options{}, fmt.Errorf("cache: parse redis cluster url: %w", urlError(err))
+				return Options{}, fmt.Errorf("redisx: parse redis cluster url: %w", urlError(err))
 			}
 		} else {
 			var addrs []string
 			for a := range strings.SplitSeq(v, ",") {
 				a = strings.TrimSpace(a)
 				if err := checkAddr(a); err != nil {
-					return Options{}, fmt.Errorf("cache: want a redis:// URL or comma-separated cluster addresses: %w", err)
+					return Options{}, fmt.Errorf("redisx: want a redis:// URL or comma-separated cluster addresses: %w", err)
 				}
 				addrs = append(addrs, a)
 			}
@@ -59,7 +65,7 @@ func ParseURL(v string) (Options, error) {
 	}
 	opt, err := redis.ParseURL(v)
 	if err != nil {
-		return Options{}, fmt.Errorf("cache: parse redis url: %w", urlError(err))
+		return Options{}, fmt.Errorf("redisx: parse redis url: %w", urlError(err))
 	}
 	clientDefaults(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout)
 	return Options{single: opt}, nil
@@ -90,7 +96,7 @@ func (o Options) Open() redis.UniversalClient {
 		return newCluster(&opt)
 	}
 	if o.single == nil {
-		panic("cache: Open of zero Options; use ParseURL")
+		panic("redisx: Open of zero Options; use ParseURL")
 	}
 	opt := *o.single
 	return redis.NewClient(&opt)
@@ -111,7 +117,7 @@ func Connect(ctx context.Context, o Options) (redis.UniversalClient, error) {
 	rdb := o.Open()
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rdb.Close()
-		return nil, fmt.Errorf("cache: ping redis: %w", err)
+		return nil, fmt.Errorf("redisx: ping redis: %w", err)
 	}
 	return rdb, nil
 }

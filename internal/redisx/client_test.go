@@ -1,4 +1,4 @@
-package cache_test
+package redisx_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/redisx"
 )
 
 // TestParseURLTimeouts: the process's client timeouts apply where the URL
@@ -22,7 +22,7 @@ func TestParseURLTimeouts(t *testing.T) {
 		{"redis://127.0.0.1:1/0?read_timeout=0", time.Second, 0, 2 * time.Second},
 	}
 	for _, c := range cases {
-		o, err := cache.ParseURL(c.url)
+		o, err := redisx.ParseURL(c.url)
 		if err != nil {
 			t.Fatalf("%s: %v", c.url, err)
 		}
@@ -38,12 +38,12 @@ func TestParseURLTimeouts(t *testing.T) {
 // TestParseURLClusterAddresses: comma-separated host:port addresses name a
 // cluster; an entry that is not host:port with a port is refused.
 func TestParseURLClusterAddresses(t *testing.T) {
-	o, err := cache.ParseURL("127.0.0.1:7000, 127.0.0.1:7001,[::1]:7002")
+	o, err := redisx.ParseURL("127.0.0.1:7000, 127.0.0.1:7001,[::1]:7002")
 	if err != nil || !o.IsCluster() {
 		t.Fatalf("got %v, %v; want a cluster", o.IsCluster(), err)
 	}
 	for _, bad := range []string{"127.0.0.1:7000,", "127.0.0.1:7000,nohost", "127.0.0.1:0", "127.0.0.1:x", "127.0.0.1:70000"} {
-		if _, err := cache.ParseURL(bad); err == nil {
+		if _, err := redisx.ParseURL(bad); err == nil {
 			t.Errorf("%q: got no error", bad)
 		}
 	}

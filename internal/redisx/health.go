@@ -1,4 +1,4 @@
-package cache
+package redisx
 
 import (
 	"context"
@@ -25,15 +25,15 @@ func Health(ctx context.Context, rdb redis.UniversalClient) (degraded map[string
 	case *redis.ClusterClient:
 		info, err := r.ClusterInfo(ctx).Result()
 		if err != nil {
-			return nil, fmt.Errorf("cache: redis cluster: %w", err)
+			return nil, fmt.Errorf("redisx: redis cluster: %w", err)
 		}
 		if !strings.Contains(info, "cluster_state:ok") {
-			return nil, errors.New("cache: redis cluster: cluster_state is not ok")
+			return nil, errors.New("redisx: redis cluster: cluster_state is not ok")
 		}
 		return map[string]string{}, nil
 	default:
 		if err := rdb.Ping(ctx).Err(); err != nil {
-			return nil, fmt.Errorf("cache: redis: %w", err)
+			return nil, fmt.Errorf("redisx: redis: %w", err)
 		}
 		return map[string]string{}, nil
 	}
@@ -43,7 +43,7 @@ func (c *Cluster) health(ctx context.Context) (map[string]string, error) {
 	view, ok := c.readView(ctx)
 	if !ok {
 		c.down.Store(-1)
-		return nil, errors.New("cache: redis cluster: no node answers")
+		return nil, errors.New("redisx: redis cluster: no node answers")
 	}
 	c.down.Store(int64(len(view.down)))
 	c.mu.Lock()
@@ -51,10 +51,10 @@ func (c *Cluster) health(ctx context.Context) (map[string]string, error) {
 	c.mu.Unlock()
 	info, err := c.probe(addr).ClusterInfo(ctx).Result()
 	if err != nil {
-		return nil, fmt.Errorf("cache: redis cluster: cluster info from %s: %w", addr, err)
+		return nil, fmt.Errorf("redisx: redis cluster: cluster info from %s: %w", addr, err)
 	}
 	if !strings.Contains(info, "cluster_state:ok") {
-		return nil, fmt.Errorf("cache: redis cluster: %s reports cluster_state fail (slots without a live master)", addr)
+		return nil, fmt.Errorf("redisx: redis cluster: %s reports cluster_state fail (slots without a live master)", addr)
 	}
 	degraded := make(map[string]string, len(view.down))
 	for a, role := range view.down {
@@ -96,16 +96,7 @@ func RegisterMetrics(reg prometheus.Registerer, rdb redis.UniversalClient) error
 		return 0
 	})
 	if err := reg.Register(g); err != nil {
-		return fmt.Errorf("cache: register metrics: %w", err)
-	}
-	return nil
-}
-
-// TopologyChanged receives a value after the masters of a Redis Cluster
-// changed (see Cluster.Changed); nil (never ready) for one server.
-func (c *Cache) TopologyChanged() <-chan struct{} {
-	if cl, ok := c.rdb.(*Cluster); ok {
-		return cl.Changed()
+		return fmt.Errorf("redisx: register metrics: %w", err)
 	}
 	return nil
 }
