@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/marketdata/marketdata/ingest"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -173,7 +174,7 @@ func (g *Generator) requote(m *market, q *quote) {
 // tradeOn executes a random taker order on one venue of m: a buy lifts the
 // ask, a sell hits the bid. It updates the quote's last price and volume and
 // the event's volume.
-func (g *Generator) tradeOn(m *market, now time.Time) tradeWire {
+func (g *Generator) tradeOn(m *market, now time.Time) ingest.TradeMsg {
 	var listed []int
 	for v, q := range m.quotes {
 		if q != nil {
@@ -196,14 +197,14 @@ func (g *Generator) tradeOn(m *market, now time.Time) tradeWire {
 	q.vol += size
 	m.ev.volume = cents(m.ev.volume + q.price(ticks)*size)
 	g.tradeSeq++
-	return tradeWire{
-		MarketID: m.id,
-		TradeID:  fmt.Sprintf("tr_%s_%09d", g.runTag, g.tradeSeq),
-		Venue:    venueName(v),
-		Price:    q.price(ticks),
-		Size:     size,
-		Side:     side,
-		TS:       stamp(now),
+	return ingest.TradeMsg{
+		MarketID: ref(m.id),
+		TradeID:  ref(fmt.Sprintf("tr_%s_%09d", g.runTag, g.tradeSeq)),
+		Venue:    ref(venueName(v)),
+		Price:    ref(q.price(ticks)),
+		Size:     ref(size),
+		Side:     ref(side),
+		TS:       ref(stamp(now)),
 	}
 }
 

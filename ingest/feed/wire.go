@@ -19,61 +19,13 @@ func stamp(t time.Time) string { return t.UTC().Format(timeLayout) }
 
 func venueName(v int) string { return store.Venues[v] }
 
-// The JSON bodies of contract §4. Absent optional values are sent as null.
+// The bodies are ingest's message types, so what feed publishes and what
+// ingest decodes cannot drift apart. Absent optional values are sent as null.
 
-type eventWire struct {
-	UniversalID string  `json:"universal_id"`
-	Version     int64   `json:"version"`
-	Title       string  `json:"title"`
-	Category    string  `json:"category"`
-	Status      string  `json:"status"`
-	MergedInto  *string `json:"merged_into"`
-	VenueA      *string `json:"venue_a_event_ticker"`
-	VenueB      *string `json:"venue_b_event_slug"`
-	VenueC      *string `json:"venue_c_event_id"`
-	VenueD      *string `json:"venue_d_event_id"`
-	Volume      float64 `json:"volume"`
-	UpdatedAt   string  `json:"updated_at"`
-}
+// ref points at a copy of v: every field of a message body is a pointer.
+func ref[T any](v T) *T { return &v }
 
-type marketWire struct {
-	UniversalID string            `json:"universal_id"`
-	EventID     string            `json:"event_id"`
-	Version     int64             `json:"version"`
-	Title       string            `json:"title"`
-	Status      string            `json:"status"`
-	Venues      map[string]string `json:"venues"`
-	ResolvedAt  *string           `json:"resolved_at"`
-	Result      *string           `json:"result"`
-	UpdatedAt   string            `json:"updated_at"`
-}
-
-// quoteWire is one venue's quote; a settled market's book has no bid and no
-// ask (null), and its last price is the settlement.
-type quoteWire struct {
-	Bid       *float64 `json:"bid"`
-	Ask       *float64 `json:"ask"`
-	Last      float64  `json:"last"`
-	Volume24h float64  `json:"volume_24h"`
-}
-
-type priceWire struct {
-	MarketID string               `json:"market_id"`
-	Version  int64                `json:"version"`
-	TS       string               `json:"ts"`
-	Quotes   map[string]quoteWire `json:"quotes"`
-}
-
-type tradeWire struct {
-	MarketID string  `json:"market_id"`
-	TradeID  string  `json:"trade_id"`
-	Venue    string  `json:"venue"`
-	Price    float64 `json:"price"`
-	Size     float64 `json:"size"`
-	Side     string  `json:"side"`
-	TS       string  `json:"ts"`
-}
-
+// optional is an optional id or text: nil (sent as null) when empty.
 func optional(s string) *string {
 	if s == "" {
 		return nil
@@ -84,21 +36,21 @@ func optional(s string) *string {
 // eventMsg encodes e at its current version and keeps the message as e's
 // latest, which Initial replays. Likewise marketMsg and priceMsg.
 func (g *Generator) eventMsg(e *event) Msg {
-	w := eventWire{
-		UniversalID: e.id, Version: e.version, Title: e.title, Category: e.category,
-		Status: e.status, MergedInto: optional(e.mergedInto),
-		VenueA: optional(e.venues[venueA]), VenueB: optional(e.venues[venueB]),
-		VenueC: optional(e.venues[venueC]), VenueD: optional(e.venues[venueD]),
-		Volume: e.volume, UpdatedAt: stamp(e.updatedAt),
+	w := ingest.EventMsg{
+		UniversalID: ref(e.id), Version: ref(e.version), Title: ref(e.title), Category: ref(e.category),
+		Status: ref(e.status), MergedInto: optional(e.mergedInto),
+		VenueAEventTicker: optional(e.venues[venueA]), VenueBEventSlug: optional(e.venues[venueB]),
+		VenueCEventID: optional(e.venues[venueC]), VenueDEventID: optional(e.venues[venueD]),
+		Volume: ref(e.volume), UpdatedAt: ref(stamp(e.updatedAt)),
 	}
 	e.lastMsg = g.msg(ingest.KindEvent, e.id, e.version, w)
 	return e.lastMsg
 }
 
 func (g *Generator) marketMsg(m *market) Msg {
-	w := marketWire{
-		UniversalID: m.id, EventID: m.ev.id, Version: m.version, Title: m.title,
-		Status: m.status, Venues: make(map[string]string, 4), UpdatedAt: stamp(m.updatedAt),
+	w := ingest.MarketMsg{
+		UniversalID: ref(m.id), EventID: ref(m.ev.id), Version: ref(m.version), Title: ref(m.title),
+		Status: ref(m.status), Venues: make(map[string]string, 4), UpdatedAt: ref(stamp(m.updatedAt)),
 	}
 	for v, id := range m.venues {
 		if id != "" {
@@ -106,19 +58,23 @@ func (g *Generator) marketMsg(m *market) Msg {
 		}
 	}
 	if m.status == store.StatusResolved {
-		at := stamp(m.resolvedAt)
-		w.ResolvedAt, w.Result = &at, &m.result
+		w.ResolvedAt, w.Result = ref(stamp(m.resolvedAt)), ref(m.result)
 	}
 	m.lastMsg = g.msg(ingest.KindMarket, m.id, m.version, w)
 	return m.lastMsg
 }
 
 func (g *Generator) priceMsg(m *market) Msg {
-	w := priceWire{MarketID: m.id, Version: m.priceVersion, TS: stamp(m.priceTS), Quotes: make(map[string]quoteWire, 4)}
+	w := ingest.PriceMsg{
+		MarketID: ref(m.id), Version: ref(m.priceVersion), TS: ref(stamp(m.priceTS)),
+		Quotes: make(map[string]ingest.QuoteMsg, 4),
+	}
+	// A settled market's book has no bid and no ask (null), and its last
+	// price is the settlement.
 	for v, q := range m.quotes {
 		if q != nil {
-			w.Quotes[venueName(v)] = quoteWire{
-				Bid: q.side(q.bid), Ask: q.side(q.ask), Last: q.price(q.last), Volume24h: cents(q.vol),
+			w.Quotes[venueName(v)] = ingest.QuoteMsg{
+				Bid: q.side(q.bid), Ask: q.side(q.ask), Last: ref(q.price(q.last)), Volume24h: ref(cents(q.vol)),
 			}
 		}
 	}
@@ -126,12 +82,12 @@ func (g *Generator) priceMsg(m *market) Msg {
 	return m.lastPrice
 }
 
-func (g *Generator) tradeMsg(t tradeWire) Msg {
+func (g *Generator) tradeMsg(t ingest.TradeMsg) Msg {
 	data := mustJSON(t)
 	return Msg{
-		Subject: g.cfg.SubjectPrefix + "." + ingest.KindTrade + "." + t.MarketID,
+		Subject: g.cfg.SubjectPrefix + "." + ingest.KindTrade + "." + *t.MarketID,
 		Data:    data,
-		MsgID:   ingest.KindTrade + "." + t.TradeID,
+		MsgID:   ingest.KindTrade + "." + *t.TradeID,
 	}
 }
 
