@@ -233,6 +233,23 @@ func (e *env) startProcess(t *testing.T, name string) *exec.Cmd {
 	return cmd
 }
 
+// waitAcked waits until the consumer's ack floor reaches stream sequence n.
+func (e *env) waitAcked(t *testing.T, n uint64, timeout time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
+		c, err := e.js.Consumer(ctx, e.cfg.Stream, e.cfg.Consumer)
+		if err == nil {
+			if ci, err := c.Info(ctx); err == nil && ci.AckFloor.Stream >= n {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the consumer's ack floor did not reach %d within %s", n, timeout)
+		}
+	}
+}
+
 // TestSIGKILLMidStream: two `marketdata ingest` processes share the consumer;
 // one is killed with SIGKILL while the stream flows, then restarted. Nothing
 // is lost and nothing is stale.
@@ -248,12 +265,12 @@ func TestSIGKILLMidStream(t *testing.T) {
 		defer close(done)
 		publishAll(t, e.js, s.msgs, 3000)
 	}()
-	time.Sleep(1200 * time.Millisecond)
+	// Mid-stream: the two have applied a sixth of it, the rest is coming.
+	e.waitAcked(t, uint64(len(s.msgs)/6), 30*time.Second)
 	if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	victim.Wait() //nolint:errcheck // killed on purpose: Wait reports the SIGKILL
-	time.Sleep(300 * time.Millisecond)
 	e.startProcess(t, "restarted")
 	<-done
 	// Messages the victim held wait for their ack deadline (3 s here).

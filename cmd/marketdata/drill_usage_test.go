@@ -74,7 +74,24 @@ func TestDrillUsageSIGKILL(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(3 * time.Second)
+	// Kill once enough answers are more than a second old to judge by,
+	// however slowly a busy machine answers.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		old := 0
+		for _, at := range answered {
+			if time.Since(at) > 1200*time.Millisecond {
+				old++
+			}
+		}
+		mu.Unlock()
+		if old >= 150 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d answers more than 1.2 s old 30 s into the load", old)
+		}
+	}
 	killed := time.Now()
 	p.kill()
 	close(stop)
