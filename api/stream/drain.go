@@ -1,12 +1,14 @@
 package stream
 
-import "context"
+import (
+	"context"
+
+	"github.com/marketdata/marketdata/internal/batch"
+)
 
 // The hub's two drain loops: each waits for one request, then takes what
-// else waits, up to one read's worth, so that under load one read serves
-// many. The batchers of cache/trips.go and ratelimit/batcher.go have the
-// same shape; these two stay apart from the code they feed so that they
-// can be moved onto one shared batching queue as they are.
+// else waits, up to one read's worth (batch.Collect), so that under load
+// one read serves many.
 
 // maxRead is how many markets one fallback read asks for.
 const maxRead = 500
@@ -17,62 +19,37 @@ const maxRead = 500
 func (h *Hub) readLoop(ctx context.Context) {
 	ids := make([]string, 0, maxRead)
 	at := map[string]int64{}
-	for {
-		var c change
-		select {
-		case <-ctx.Done():
-			return
-		case c = <-h.changes:
+	add := func(c change) bool {
+		for _, id := range c.ids {
+			if _, ok := at[id]; !ok {
+				at[id] = c.at
+				ids = append(ids, id)
+			}
 		}
+		return len(ids) < maxRead
+	}
+	for batch.Collect(ctx.Done(), h.changes, add) {
+		h.readAndFanOut(ctx, ids, at)
 		ids = ids[:0]
 		clear(at)
-		add := func(c change) {
-			for _, id := range c.ids {
-				if _, ok := at[id]; !ok {
-					at[id] = c.at
-					ids = append(ids, id)
-				}
-			}
-		}
-		add(c)
-		// Take what else waits, up to one read's worth: under load one
-		// read serves many notices.
-	more:
-		for len(ids) < maxRead {
-			select {
-			case c = <-h.changes:
-				add(c)
-			default:
-				break more
-			}
-		}
-		h.readAndFanOut(ctx, ids, at)
 	}
 }
 
 // maxShared bounds the ids one shared read of current prices takes.
 const maxShared = 10 * maxRead
 
+// currentLoop reads, together, the current prices that subscribes arriving
+// at once ask for (readShared).
 func (h *Hub) currentLoop(ctx context.Context) {
-	for {
-		var batch []*currentRead
-		select {
-		case <-ctx.Done():
-			return
-		case r := <-h.reads:
-			batch = append(batch, r)
-		}
-		n := len(batch[0].ids)
-	more:
-		for n < maxShared {
-			select {
-			case r := <-h.reads:
-				batch = append(batch, r)
-				n += len(r.ids)
-			default:
-				break more
-			}
-		}
-		h.readShared(ctx, batch)
+	var reads []*currentRead
+	n := 0
+	add := func(r *currentRead) bool {
+		reads = append(reads, r)
+		n += len(r.ids)
+		return n < maxShared
+	}
+	for batch.Collect(ctx.Done(), h.reads, add) {
+		h.readShared(ctx, reads)
+		reads, n = nil, 0
 	}
 }
