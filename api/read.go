@@ -4,14 +4,11 @@ import "github.com/gofiber/fiber/v2"
 
 // Admission and read. The limiter only limits (ratelimit.Limiter.Admit)
 // and the Reader only reads, each with its own batched Redis round trip.
-// Issue 9 asked what separating them costs: on a quiet machine, one run
-// each, the reads bench gave the binary from before the split (the reads
-// rode the admission's pipeline) snapshot 37.3k rps, /events page 37.0k,
-// event read 48.5k; the split, run one after the other, 28.5k, 29.9k, 43.8k
-// (-24 %, -19 %, -10 %). Over 10 %, the snapshot and the /events page now
-// start their read's round trip before the admission and finish it after
-// (cache.Reader.BeginPrices / BeginPage: queued, no goroutine), so the two
-// trips overlap; the event read, within 10 %, reads after its admission.
+// Two trips one after the other cost the hottest routes a fifth of their
+// rate (docs/benchmarks.md), so the snapshot and the /events page start
+// their read's round trip before the admission and finish it after
+// (cache.Reader.BeginPrices / BeginPage: queued, no goroutine), and the two
+// trips overlap; the event read, which lost less, reads after its admission.
 // Only Finish reads Postgres or schedules a repair, so a refused request
 // never costs the store anything; its queued trip is discarded (Discard).
 

@@ -8,12 +8,12 @@ import (
 	"github.com/maypok86/otter/v2"
 )
 
-// guard is node memory's one invalidation idea, shared by every resource
+// epochs is node memory's one invalidation idea, shared by every resource
 // the node holds: an epoch that every invalidation bumps. A read takes the
 // epoch before it goes to Redis and stores its answer only if the epoch has
 // not moved since, so an answer read before a change notice dropped its id
 // never outlives the drop.
-type guard struct {
+type epochs struct {
 	// mu orders stores against invalidations: a store holds it shared while
 	// it compares the epoch and writes, an invalidation exclusively while it
 	// bumps the epoch and deletes. A store therefore either lands before the
@@ -23,13 +23,13 @@ type guard struct {
 }
 
 // now is the epoch a read must store with.
-func (g *guard) now() uint64 { return g.epoch.Load() }
+func (g *epochs) now() uint64 { return g.epoch.Load() }
 
 // memory is one resource's share of node memory: values by key, bounded in
 // bytes (weight) and kept at most a TTL after they were stored, on otter's
-// eviction. All memories of a Reader share one guard.
+// eviction. All memories of a Reader share one epochs.
 type memory[K comparable, V any] struct {
-	g        *guard
+	g        *epochs
 	c        *otter.Cache[K, V]
 	weigh    func(K, V) uint32
 	maxBytes int
@@ -47,7 +47,7 @@ type memoryConfig[K comparable, V any] struct {
 	clock otter.Clock
 }
 
-func newMemory[K comparable, V any](g *guard, cfg memoryConfig[K, V]) *memory[K, V] {
+func newMemory[K comparable, V any](g *epochs, cfg memoryConfig[K, V]) *memory[K, V] {
 	return &memory[K, V]{g: g, weigh: cfg.weigh, maxBytes: cfg.maxBytes, c: otter.Must(&otter.Options[K, V]{
 		MaximumWeight:    uint64(cfg.maxBytes),
 		Weigher:          cfg.weigh,
@@ -60,7 +60,7 @@ func newMemory[K comparable, V any](g *guard, cfg memoryConfig[K, V]) *memory[K,
 func (m *memory[K, V]) get(k K) (V, bool) { return m.c.GetIfPresent(k) }
 
 // put stores v for k unless the epoch moved since the read of v began
-// (epoch is what guard.now returned then); it reports whether it stored.
+// (epoch is what epochs.now returned then); it reports whether it stored.
 func (m *memory[K, V]) put(k K, v V, epoch uint64) bool {
 	m.g.mu.RLock()
 	defer m.g.mu.RUnlock()

@@ -17,15 +17,15 @@ func (c *fakeClock) Tick(time.Duration) <-chan time.Time { return nil } // no pe
 func (c *fakeClock) advance(d time.Duration)             { c.ns.Add(int64(d)) }
 func newFakeClock() *fakeClock                           { c := &fakeClock{}; c.ns.Store(1e18); return c }
 func weighBytes(k string, v []byte) uint32               { return uint32(len(k) + len(v)) }
-func testMemory(g *guard, c *fakeClock, maxBytes int) *memory[string, []byte] {
+func testMemory(g *epochs, c *fakeClock, maxBytes int) *memory[string, []byte] {
 	return newMemory(g, memoryConfig[string, []byte]{maxBytes: maxBytes, weigh: weighBytes, ttl: 2 * time.Second, clock: c})
 }
 
 // TestMemoryEpochGuard: an answer is stored only if no invalidation (of any
-// memory sharing the guard) happened since its read began; a drop forgets
+// memory sharing the epochs) happened since its read began; a drop forgets
 // exactly its keys, a flush everything.
 func TestMemoryEpochGuard(t *testing.T) {
-	var g guard
+	var g epochs
 	clock := newFakeClock()
 	m, other := testMemory(&g, clock, 1<<20), testMemory(&g, clock, 1<<20)
 	t.Cleanup(m.close)
@@ -70,7 +70,7 @@ func TestMemoryEpochGuard(t *testing.T) {
 
 // TestMemoryTTL: a value is held for the TTL after it was stored, then not.
 func TestMemoryTTL(t *testing.T) {
-	var g guard
+	var g epochs
 	clock := newFakeClock()
 	m := testMemory(&g, clock, 1<<20)
 	t.Cleanup(m.close)
@@ -88,7 +88,7 @@ func TestMemoryTTL(t *testing.T) {
 // TestMemorySizeBound: the summed weight stays within the bound (otter
 // chooses what goes), and a value heavier than a quarter of it is refused.
 func TestMemorySizeBound(t *testing.T) {
-	var g guard
+	var g epochs
 	m := testMemory(&g, newFakeClock(), 10_000)
 	t.Cleanup(m.close)
 	for i := range 1000 {
@@ -111,7 +111,7 @@ func TestMemorySizeBound(t *testing.T) {
 // everything above after); a read that began before the drop does not
 // store its page; pages expire after the TTL.
 func TestPagesHolding(t *testing.T) {
-	var g guard
+	var g epochs
 	clock := newFakeClock()
 	p := newMemory(&g, memoryConfig[pageKey, Page]{maxBytes: 1 << 20, weigh: pageWeight, ttl: 2 * time.Second, clock: clock})
 	t.Cleanup(p.close)

@@ -149,10 +149,10 @@ func (p *PageRead) Discard() {
 // wait is the verdict of the begun round trip.
 func (p *PageRead) wait(ctx context.Context) verdict {
 	if p.beginErr != nil {
-		return p.r.judge(ctx, 0, nil, p.beginErr)
+		return p.r.verdictOf(ctx, 0, nil, p.beginErr)
 	}
 	seq, seqErr, err := p.r.trips.wait(ctx, p.tr)
-	return p.r.judge(ctx, seq, seqErr, err)
+	return p.r.verdictOf(ctx, seq, seqErr, err)
 }
 
 // Finish waits for the read's round trip and completes it: the page from

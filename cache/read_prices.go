@@ -135,10 +135,10 @@ func (p *PricesRead) Finish(ctx context.Context) ([]PriceItem, error) {
 	}
 	var v verdict
 	if p.beginErr != nil {
-		v = r.judge(ctx, 0, nil, p.beginErr)
+		v = r.verdictOf(ctx, 0, nil, p.beginErr)
 	} else {
 		seq, seqErr, err := r.trips.wait(ctx, p.tr)
-		v = r.judge(ctx, seq, seqErr, err)
+		v = r.verdictOf(ctx, seq, seqErr, err)
 	}
 	// fromRedis are the indexes whose commands Redis answered, toStore
 	// those the store answers.

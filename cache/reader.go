@@ -30,7 +30,7 @@ import (
 // any node) announces what it rewrote in a change notice; Notice drops
 // those ids from memory at once. A read takes the memory's epoch before it
 // goes to Redis and stores its answer only if no drop happened meanwhile
-// (guard), so an answer read before a drop never outlives it.
+// (epochs), so an answer read before a drop never outlives it.
 //
 // # Monotonic reads across nodes
 //
@@ -78,7 +78,7 @@ type Reader struct {
 	log     *slog.Logger
 	publish func(notice.Change) error
 
-	g   guard
+	g   epochs
 	rep *replica
 	// repWake asks the replica's loader for a load; stop ends the Reader's
 	// own goroutines.

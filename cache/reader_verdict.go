@@ -66,15 +66,15 @@ type verdict struct {
 	redisErr error
 }
 
-// roundTrip sends queue (nil: nothing but the change number) and judges
-// node memory by the change number it brings back.
+// roundTrip sends queue (nil: nothing but the change number) and returns
+// the verdict on node memory that the change number it brings back gives.
 func (r *Reader) roundTrip(ctx context.Context, queue func(redis.Pipeliner)) verdict {
 	seq, seqErr, err := r.trips.do(ctx, queue)
-	return r.judge(ctx, seq, seqErr, err)
+	return r.verdictOf(ctx, seq, seqErr, err)
 }
 
-// judge is roundTrip's verdict on a round trip's outcome.
-func (r *Reader) judge(ctx context.Context, seq int64, seqErr, err error) verdict {
+// verdictOf is roundTrip's verdict on a round trip's outcome.
+func (r *Reader) verdictOf(ctx context.Context, seq int64, seqErr, err error) verdict {
 	switch {
 	case err != nil:
 		return verdict{trust: true, redisErr: err}

@@ -52,7 +52,7 @@ func (c *cli) apiCmd() *cobra.Command {
 		},
 	}
 	noticeFlag(cmd.Flags(), &noticeSubject, "subject of ingest's change notices (ingest's --notice-subject)")
-	// Hidden: the usage benchmark's "off" run (issue 11); not part of the
+	// Hidden: the usage benchmark's "off" run; not part of the
 	// contract, which counts every request.
 	cmd.Flags().BoolVar(&usage, "usage", true, "count requests in the accounts' usage")
 	cmd.Flags().MarkHidden("usage") //nolint:errcheck // the flag was just defined

@@ -10,7 +10,7 @@ import (
 // holds the price replica (about 140 MB at 250,000 markets, docs/operations.md)
 // and little else that lives long, so at the default a 250,000-market node
 // peaked at 532 MB; at 50 it peaked at 358 MB with the same read throughput
-// (`mdbench reads`, issue 18's goal: ≤ 400 MB). GOGC set by the operator
+// (`mdbench reads`; the goal is ≤ 400 MB, docs/benchmarks.md). GOGC set by the operator
 // wins; GOMEMLIMIT, when set, bounds the heap on top of either.
 const apiGCPercent = 50
 

@@ -1,4 +1,4 @@
-// Package clustertest holds the cluster suite (issue 8): the real marketdata
+// Package clustertest holds the cluster suite: the real marketdata
 // binaries run against the loopback topology of deploy/local/cluster.sh
 // (Redis Cluster 3+3, a 3-node NATS cluster with R3 streams, a Postgres
 // primary with a streaming replica), which TestMain starts and stops.
