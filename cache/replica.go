@@ -303,7 +303,7 @@ const replicaLoadBatch = 1000
 func (c *Cache) loadReplica(ctx context.Context, rp *replica) (int, error) {
 	prefix := c.prefix + "{m:"
 	var ids []string
-	err := redisx.ScanKeys(ctx, c.rdb, escapeGlob(prefix)+"*", func(key string) error {
+	err := redisx.ScanKeys(ctx, c.rdb, redisx.EscapeGlob(prefix)+"*", func(key string) error {
 		// P{m:<id>} is a price item; P{m:<id>}:t a trade list.
 		if strings.HasSuffix(key, "}") && strings.HasPrefix(key, prefix) {
 			ids = append(ids, key[len(prefix):len(key)-1])
@@ -341,19 +341,6 @@ func (c *Cache) loadReplica(ctx context.Context, rp *replica) (int, error) {
 		})
 	}
 	return len(ids), g.Wait()
-}
-
-// escapeGlob escapes the characters SCAN's MATCH treats specially.
-func escapeGlob(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '*', '?', '[', ']', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // replicaRetry spaces failed loads of the replica.

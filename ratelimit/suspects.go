@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/internal/redisx"
 )
 
 // Suspects: the failed-authentication block must hold on every node for the
@@ -165,54 +167,33 @@ func (l *Limiter) scanSuspects(ctx context.Context, gen uint64) {
 
 // readSuspects adds every address with a failure counter, on every master.
 func (l *Limiter) readSuspects(ctx context.Context) error {
-	prefix := l.cfg.Prefix + "{af:"
-	match := escapeGlob(prefix) + "*}"
-	scan := func(ctx context.Context, c redis.UniversalClient) error {
-		iter := c.Scan(ctx, 0, match, 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
-			return err
-		}
-		for len(keys) > 0 {
-			chunk := keys[:min(len(keys), 500)]
-			keys = keys[len(chunk):]
-			p := c.Pipeline()
-			cmds := make([]*redis.DurationCmd, len(chunk))
-			for i, k := range chunk {
-				cmds[i] = p.PTTL(ctx, k)
-			}
-			if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-				return err
-			}
-			now := time.Now()
-			for i, k := range chunk {
-				if ttl := cmds[i].Val(); ttl > 0 && strings.HasPrefix(k, prefix) {
-					l.suspects.add(k[len(prefix):len(k)-1], now.Add(ttl))
-				}
-			}
-		}
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if cc, ok := l.rdb.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	prefix := l.cfg.Prefix + "{af:"
+	var keys []string
+	if err := redisx.ScanKeys(ctx, l.rdb, redisx.EscapeGlob(prefix)+"*}", func(k string) error {
+		keys = append(keys, k)
+		return nil
+	}); err != nil {
+		return err
 	}
-	return scan(ctx, l.rdb)
-}
-
-// escapeGlob escapes the characters SCAN's MATCH treats specially.
-func escapeGlob(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '*', '?', '[', ']', '\\':
-			b.WriteByte('\\')
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), 500)]
+		keys = keys[len(chunk):]
+		p := l.rdb.Pipeline()
+		cmds := make([]*redis.DurationCmd, len(chunk))
+		for i, k := range chunk {
+			cmds[i] = p.PTTL(ctx, k)
 		}
-		b.WriteRune(r)
+		if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		now := time.Now()
+		for i, k := range chunk {
+			if ttl := cmds[i].Val(); ttl > 0 && strings.HasPrefix(k, prefix) {
+				l.suspects.add(k[len(prefix):len(k)-1], now.Add(ttl))
+			}
+		}
 	}
-	return b.String()
+	return nil
 }

@@ -3,6 +3,7 @@ package redisx
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -73,4 +74,18 @@ func ScanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string, fn
 type clusterClient interface {
 	ForEachMaster(ctx context.Context, fn func(ctx context.Context, client *redis.Client) error) error
 	ClusterSlots(ctx context.Context) *redis.ClusterSlotsCmd
+}
+
+// EscapeGlob escapes the characters SCAN's MATCH treats specially, so that
+// a key prefix matches itself.
+func EscapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

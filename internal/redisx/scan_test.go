@@ -40,3 +40,15 @@ func TestScanKeysUnknownClient(t *testing.T) {
 		t.Error("ScanKeys on a ring: no error, want one")
 	}
 }
+
+func TestEscapeGlob(t *testing.T) {
+	for in, want := range map[string]string{
+		"md:":          "md:",
+		"a*b?c[d]e\\f": `a\*b\?c\[d\]e\\f`,
+		"{af:":         "{af:",
+	} {
+		if got := redisx.EscapeGlob(in); got != want {
+			t.Errorf("EscapeGlob(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

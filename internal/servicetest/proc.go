@@ -86,6 +86,9 @@ func StartProc(o ProcOptions) (*Proc, error) {
 	p.cmd.Env = o.Env
 	p.cmd.Stdout, p.cmd.Stderr = w, w
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// A grandchild that kept the output pipe open must not hold Wait (and
+	// with it Stop) once the child itself has exited.
+	p.cmd.WaitDelay = 5 * time.Second
 	if err := p.cmd.Start(); err != nil {
 		p.closeLog()
 		return nil, fmt.Errorf("start %s: %w", o.Name, err)
