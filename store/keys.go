@@ -123,13 +123,7 @@ func (s *Store) Keys(ctx context.Context, accountID string) ([]Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: list keys of %s: %w", accountID, err)
 	}
-	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) {
-		k, err := scanKey(r)
-		if err != nil {
-			return Key{}, err
-		}
-		return *k, nil
-	})
+	keys, err := collectKeys(rows)
 	if err != nil {
 		return nil, fmt.Errorf("store: list keys of %s: %w", accountID, err)
 	}
@@ -210,13 +204,7 @@ func (s *Store) AccountKeys(ctx context.Context, accountID, status, after string
 	if err != nil {
 		return nil, fmt.Errorf("store: list keys of %s after %q: %w", accountID, after, err)
 	}
-	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) {
-		k, err := scanKey(r)
-		if err != nil {
-			return Key{}, err
-		}
-		return *k, nil
-	})
+	keys, err := collectKeys(rows)
 	if err != nil {
 		return nil, fmt.Errorf("store: list keys of %s after %q: %w", accountID, after, err)
 	}
@@ -268,4 +256,15 @@ func RecordOf(k *Key, now time.Time) KeyRecord {
 		revoked = &r
 	}
 	return KeyRecord{KeyFields: FieldsOf(k), RevokedAt: revoked, Status: k.Status(now)}
+}
+
+// collectKeys reads every row of a key listing.
+func collectKeys(rows pgx.Rows) ([]Key, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) {
+		k, err := scanKey(r)
+		if err != nil {
+			return Key{}, err
+		}
+		return *k, nil
+	})
 }
