@@ -20,7 +20,7 @@ func TestSnapshotTag(t *testing.T) {
 	items := func(withSums bool, bodies ...[]byte) []cache.PriceItem {
 		out := make([]cache.PriceItem, len(bodies))
 		for i, b := range bodies {
-			out[i] = cache.PriceItem{Found: true, Served: b != nil, Body: b, Gen: 1, Seq: int64(10 + i)}
+			out[i] = cache.PriceItem{Found: true, Served: b != nil, Body: b, Rev: 1, Seq: int64(10 + i)}
 			if withSums && b != nil {
 				out[i].Sum = xxhash.Sum64(b)
 			}

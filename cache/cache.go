@@ -113,7 +113,7 @@ var scripts = []*redis.Script{putDoc, putListing}
 
 func (c *Cache) queueEvent(ctx context.Context, p redis.Pipeliner, d EventDocument, force bool) {
 	f := forceArg(force)
-	args := []any{d.Gen, f}
+	args := []any{d.Rev, f}
 	switch {
 	case d.Body != nil:
 		args = append(args, "b", d.Body)
@@ -127,11 +127,11 @@ func (c *Cache) queueEvent(ctx context.Context, p redis.Pipeliner, d EventDocume
 	}
 	putListing.EvalSha(ctx, p,
 		[]string{c.listingKey("g"), c.listingKey("s"), c.listingKey("k"), c.listingKey("v")},
-		d.ID, d.Gen, f, c.listingKey("f:"), summary, strings.Join(d.Sets, " "), -d.Volume)
+		d.ID, d.Rev, f, c.listingKey("f:"), summary, strings.Join(d.Sets, " "), -d.Volume)
 }
 
 func (c *Cache) queueMarket(ctx context.Context, p redis.Pipeliner, d MarketDocument, seq int64, force bool) {
-	args := []any{d.Gen, forceArg(force)}
+	args := []any{d.Rev, forceArg(force)}
 	if seq > 0 {
 		args = append(args, "q", seq)
 	}
@@ -208,7 +208,7 @@ func (c *Cache) Apply(ctx context.Context, res *store.Result) (notice.Change, er
 		n.Prices = make([]notice.Price, len(markets))
 		for i, m := range markets {
 			n.Markets[i] = m.ID
-			n.Prices[i] = notice.Price{ID: m.ID, Gen: m.Gen, Served: m.Served, Body: m.Body}
+			n.Prices[i] = notice.Price{ID: m.ID, Rev: m.Rev, Served: m.Served, Body: m.Body}
 		}
 	}
 	for _, t := range res.Trades {

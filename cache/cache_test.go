@@ -104,7 +104,7 @@ func TestApplyDocuments(t *testing.T) {
 	if n.Seq <= 0 || !slices.Equal(n.Events, []string{"ev-1", "ev-2", "ev-3"}) || !slices.Equal(n.Markets, []string{"m-1", "m-2", "m-3"}) {
 		t.Fatalf("notice: %+v", n)
 	}
-	wantPrices := []notice.Price{{ID: "m-1", Gen: 6, Served: true, Body: r.RenderMarket(m1Doc).Body}, {ID: "m-2", Gen: 9, Served: true}, {ID: "m-3", Gen: 10}}
+	wantPrices := []notice.Price{{ID: "m-1", Rev: 6, Served: true, Body: r.RenderMarket(m1Doc).Body}, {ID: "m-2", Rev: 9, Served: true}, {ID: "m-3", Rev: 10}}
 	if got, want := string(notice.Change{Prices: n.Prices}.Encode()), string(notice.Change{Prices: wantPrices}.Encode()); got != want {
 		t.Errorf("notice prices:\n got %s\nwant %s", got, want)
 	}
@@ -122,9 +122,9 @@ func TestApplyDocuments(t *testing.T) {
 			id   string
 			want cache.EventEntry
 		}{
-			{"ev-1", cache.EventEntry{Found: true, Gen: 5, Body: r.RenderEvent(evDoc).Body}},
-			{"ev-2", cache.EventEntry{Found: true, Gen: 7, MergedInto: "ev-1"}},
-			{"ev-3", cache.EventEntry{Found: true, Gen: 8}},
+			{"ev-1", cache.EventEntry{Found: true, Rev: 5, Body: r.RenderEvent(evDoc).Body}},
+			{"ev-2", cache.EventEntry{Found: true, Rev: 7, MergedInto: "ev-1"}},
+			{"ev-3", cache.EventEntry{Found: true, Rev: 8}},
 			{"missing", cache.EventEntry{}},
 		}
 		for _, tt := range tests {
@@ -144,11 +144,11 @@ func TestApplyDocuments(t *testing.T) {
 		}
 		body := r.RenderMarket(m1Doc).Body
 		want := []cache.MarketEntry{
-			{Found: true, Gen: 10, Seq: n.Seq},
+			{Found: true, Rev: 10, Seq: n.Seq},
 			{},
-			{Found: true, Served: true, Gen: 6, Body: body, Seq: n.Seq},
-			{Found: true, Served: true, Gen: 9, Seq: n.Seq},
-			{Found: true, Served: true, Gen: 6, Body: body, Seq: n.Seq},
+			{Found: true, Served: true, Rev: 6, Body: body, Seq: n.Seq},
+			{Found: true, Served: true, Rev: 9, Seq: n.Seq},
+			{Found: true, Served: true, Rev: 6, Body: body, Seq: n.Seq},
 		}
 		if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
 			t.Errorf("got %+v\nwant %+v", got, want)

@@ -63,10 +63,10 @@ func state(t *testing.T, rdb *redis.Client) string {
 // revision changes nothing.
 func TestForcedWrites(t *testing.T) {
 	c, rdb := forceCache(t)
-	v1 := EventDocument{ID: "ev", Gen: 5, Body: []byte(`{"v":1}`), Summary: []byte(`{"s":1}`), Sets: []string{"*:*:1", "a:*:1"}, Volume: 1}
-	v2 := EventDocument{ID: "ev", Gen: 5, Body: []byte(`{"v":2}`), Summary: []byte(`{"s":2}`), Sets: []string{"*:*:1", "b:*:1"}, Volume: 2}
-	m1 := MarketDocument{ID: "m", Gen: 5, Served: true, Body: []byte(`{"p":1}`)}
-	m2 := MarketDocument{ID: "m", Gen: 5}
+	v1 := EventDocument{ID: "ev", Rev: 5, Body: []byte(`{"v":1}`), Summary: []byte(`{"s":1}`), Sets: []string{"*:*:1", "a:*:1"}, Volume: 1}
+	v2 := EventDocument{ID: "ev", Rev: 5, Body: []byte(`{"v":2}`), Summary: []byte(`{"s":2}`), Sets: []string{"*:*:1", "b:*:1"}, Volume: 2}
+	m1 := MarketDocument{ID: "m", Rev: 5, Served: true, Body: []byte(`{"p":1}`)}
+	m2 := MarketDocument{ID: "m", Rev: 5}
 	writeEvent(t, c, v1, false)
 	writeMarket(t, c, m1, false)
 	first := state(t, rdb)
@@ -84,9 +84,9 @@ func TestForcedWrites(t *testing.T) {
 		t.Errorf("forced write of the same revision:\n got %s\nwant %s", got, want)
 	}
 
-	newer := EventDocument{ID: "ev", Gen: 6, Body: []byte(`{"v":3}`), Summary: []byte(`{"s":3}`), Sets: []string{"c:*:1"}, Volume: 3}
+	newer := EventDocument{ID: "ev", Rev: 6, Body: []byte(`{"v":3}`), Summary: []byte(`{"s":3}`), Sets: []string{"c:*:1"}, Volume: 3}
 	writeEvent(t, c, newer, false)
-	writeMarket(t, c, MarketDocument{ID: "m", Gen: 6, Served: true, Body: []byte(`{"p":3}`)}, false)
+	writeMarket(t, c, MarketDocument{ID: "m", Rev: 6, Served: true, Body: []byte(`{"p":3}`)}, false)
 	third := state(t, rdb)
 	writeEvent(t, c, v1, true)
 	writeMarket(t, c, m1, true)
@@ -99,8 +99,8 @@ func TestForcedWrites(t *testing.T) {
 // the event is no longer listed) removes the entry of the same revision.
 func TestForcedUnlist(t *testing.T) {
 	c, rdb := forceCache(t)
-	writeEvent(t, c, EventDocument{ID: "ev", Gen: 3, Body: []byte(`{}`), Summary: []byte(`{}`), Sets: []string{"*:*:1"}}, false)
-	writeEvent(t, c, EventDocument{ID: "ev", Gen: 3, Body: []byte(`{"resolved":true}`)}, true)
+	writeEvent(t, c, EventDocument{ID: "ev", Rev: 3, Body: []byte(`{}`), Summary: []byte(`{}`), Sets: []string{"*:*:1"}}, false)
+	writeEvent(t, c, EventDocument{ID: "ev", Rev: 3, Body: []byte(`{"resolved":true}`)}, true)
 	want := `event map[b:{"resolved":true} g:3] market map[] listing g=3 s= sets=[]`
 	if got := state(t, rdb); got != want {
 		t.Errorf("got %s\nwant %s", got, want)

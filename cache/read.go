@@ -13,7 +13,7 @@ type EventEntry struct {
 	// Found is false when Redis holds nothing for the event (never written,
 	// or evicted): the caller must not take that as "not served".
 	Found      bool
-	Gen        int64
+	Rev        int64
 	Body       []byte
 	MergedInto string
 }
@@ -22,7 +22,7 @@ type EventEntry struct {
 type MarketEntry struct {
 	Found  bool
 	Served bool
-	Gen    int64
+	Rev    int64
 	Body   []byte
 	// Seq is the change number of the write that stored it (0: a rebuild's).
 	Seq int64

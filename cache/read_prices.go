@@ -20,10 +20,10 @@ type PriceItem struct {
 	Served bool
 	// Body is the wire JSON of its price item; nil until a price arrives.
 	Body []byte
-	// Gen is the market's revision in the store (every change of the
+	// Rev is the market's revision in the store (every change of the
 	// market or its price raises it): streams order a market's messages by
 	// it. 0 when the market is unknown.
-	Gen int64
+	Rev int64
 	// Seq is the change number of the write that stored the item in Redis
 	// (0: unknown, or read from the store): the position a snapshot's ETag
 	// names.
@@ -85,7 +85,7 @@ func (r *Reader) BeginPrices(ctx context.Context, ids []string, pos int64) *Pric
 	replicated := 0
 	if rep != nil {
 		rep.getMany(ids, func(i int, it replicaItem) {
-			p.items[i] = PriceItem{Found: true, Served: it.served, Body: it.body, Gen: it.gen, Seq: it.seq, Sum: it.sum}
+			p.items[i] = PriceItem{Found: true, Served: it.served, Body: it.body, Rev: it.rev, Seq: it.seq, Sum: it.sum}
 			replicated++
 		})
 	}
@@ -177,7 +177,7 @@ func (p *PricesRead) Finish(ctx context.Context) ([]PriceItem, error) {
 			absent[ids[i]], toStore = true, append(toStore, i)
 		default:
 			answered++
-			items[i] = PriceItem{Found: true, Served: e.Served, Body: e.Body, Gen: e.Gen, Seq: e.Seq}
+			items[i] = PriceItem{Found: true, Served: e.Served, Body: e.Body, Rev: e.Rev, Seq: e.Seq}
 			if v.keep {
 				// A key of its own: id may be a slice of a whole query.
 				r.prices.put(strings.Clone(ids[i]), items[i], epoch)
@@ -201,7 +201,7 @@ func (p *PricesRead) Finish(ctx context.Context) ([]PriceItem, error) {
 	var repair []store.MarketDoc
 	for _, d := range docs {
 		m := r.rules.RenderMarket(d)
-		byID[d.ID] = PriceItem{Found: d.Rev > 0, Served: m.Served, Body: m.Body, Gen: d.Rev}
+		byID[d.ID] = PriceItem{Found: d.Rev > 0, Served: m.Served, Body: m.Body, Rev: d.Rev}
 		switch {
 		case d.Rev > 0 && absent[d.ID]:
 			repair = append(repair, d)

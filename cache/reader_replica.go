@@ -138,7 +138,7 @@ func (r *Reader) refreshReplica(ids []string) {
 		}
 		for i, m := range ms {
 			if m.Found {
-				r.rep.put(ids[i], replicaItem{gen: m.Gen, seq: m.Seq, served: m.Served, body: m.Body})
+				r.rep.put(ids[i], replicaItem{rev: m.Rev, seq: m.Seq, served: m.Served, body: m.Body})
 			}
 		}
 	}()

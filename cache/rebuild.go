@@ -106,7 +106,7 @@ func (c *Cache) rebuild(ctx context.Context, src Source) (st RebuildStats, ahead
 	err = snap.EventDocs(ctx, 1000, func(d store.EventDoc) error {
 		doc := c.rules.RenderEvent(d)
 		st.Events++
-		if before.gens[c.EventKey(d.ID)] > d.Rev || before.listingGens[d.ID] > d.Rev {
+		if before.revs[c.EventKey(d.ID)] > d.Rev || before.listingRevs[d.ID] > d.Rev {
 			ahead = true
 		}
 		keep[c.EventKey(d.ID)] = true
@@ -119,7 +119,7 @@ func (c *Cache) rebuild(ctx context.Context, src Source) (st RebuildStats, ahead
 	err = snap.MarketDocs(ctx, func(d store.MarketDoc) error {
 		doc := c.rules.RenderMarket(d)
 		st.Markets++
-		if before.gens[c.MarketKey(d.ID)] > d.Rev {
+		if before.revs[c.MarketKey(d.ID)] > d.Rev {
 			ahead = true
 		}
 		keep[c.MarketKey(d.ID)] = true
@@ -155,7 +155,7 @@ func (c *Cache) rebuild(ctx context.Context, src Source) (st RebuildStats, ahead
 	}
 	n, err = c.prune(ctx, before, keep, listed)
 	st.Pruned += n
-	return st, ahead, before.maxGen, err
+	return st, ahead, before.maxRev, err
 }
 
 // pruneTrades removes trade list members that are not the stored form of a
@@ -225,15 +225,15 @@ func (c *Cache) pruneTrades(ctx context.Context, src Source, rendered map[string
 type present struct {
 	keys    []string
 	listing map[string][]string // listing hash or set key → its fields or members
-	// gens are the revisions of document keys and of listing entries (by
-	// event id); maxGen is the highest of them.
-	gens, listingGens map[string]int64
-	maxGen            int64
+	// revs are the revisions of document keys and of listing entries (by
+	// event id); maxRev is the highest of them.
+	revs, listingRevs map[string]int64
+	maxRev            int64
 }
 
 // existing lists document keys and listing entries under the prefix.
 func (c *Cache) existing(ctx context.Context) (present, error) {
-	p := present{listing: map[string][]string{}, gens: map[string]int64{}, listingGens: map[string]int64{}}
+	p := present{listing: map[string][]string{}, revs: map[string]int64{}, listingRevs: map[string]int64{}}
 	err := redisx.ScanKeys(ctx, c.rdb, c.prefix+"{[em]:*", func(key string) error {
 		p.keys = append(p.keys, key)
 		return nil
@@ -241,7 +241,7 @@ func (c *Cache) existing(ctx context.Context) (present, error) {
 	if err != nil {
 		return p, fmt.Errorf("cache: list documents: %w", err)
 	}
-	if err := c.readGens(ctx, &p); err != nil {
+	if err := c.readRevs(ctx, &p); err != nil {
 		return p, err
 	}
 	for _, h := range []string{c.listingKey("g"), c.listingKey("s"), c.listingKey("k")} {
@@ -268,8 +268,8 @@ func (c *Cache) existing(ctx context.Context) (present, error) {
 	return p, nil
 }
 
-// readGens reads the revision of every document and listing entry.
-func (c *Cache) readGens(ctx context.Context, p *present) error {
+// readRevs reads the revision of every document and listing entry.
+func (c *Cache) readRevs(ctx context.Context, p *present) error {
 	var docs []string
 	for _, k := range p.keys {
 		if !strings.HasSuffix(k, ":t") {
@@ -290,19 +290,19 @@ func (c *Cache) readGens(ctx context.Context, p *present) error {
 		}
 		for i, cmd := range cmds {
 			if g, err := cmd.Int64(); err == nil {
-				p.gens[chunk[i]] = g
-				p.maxGen = max(p.maxGen, g)
+				p.revs[chunk[i]] = g
+				p.maxRev = max(p.maxRev, g)
 			}
 		}
 	}
-	gens, err := c.rdb.HGetAll(ctx, c.listingKey("g")).Result()
+	revs, err := c.rdb.HGetAll(ctx, c.listingKey("g")).Result()
 	if err != nil {
 		return fmt.Errorf("cache: read listing revisions: %w", err)
 	}
-	for id, v := range gens {
+	for id, v := range revs {
 		if g, err := strconv.ParseInt(v, 10, 64); err == nil {
-			p.listingGens[id] = g
-			p.maxGen = max(p.maxGen, g)
+			p.listingRevs[id] = g
+			p.maxRev = max(p.maxRev, g)
 		}
 	}
 	return nil

@@ -118,8 +118,8 @@ func TestRebuildRevisionsAhead(t *testing.T) {
 		t.Errorf("renumbered: got 0, want every document")
 	}
 	got, err := cachetest.Event(ctx, rdb, c, "E1")
-	if err != nil || string(got.Body) != string(good.Body) || got.Gen <= 999999999 {
-		t.Errorf("E1 after rebuild: gen %d body %.80s (%v), want the stored document above 999999999", got.Gen, got.Body, err)
+	if err != nil || string(got.Body) != string(good.Body) || got.Rev <= 999999999 {
+		t.Errorf("E1 after rebuild: rev %d body %.80s (%v), want the stored document above 999999999", got.Rev, got.Body, err)
 	}
 	ms, err := c.Markets(ctx, []string{"m1"})
 	if err != nil || string(ms[0].Body) == "garbage" {

@@ -31,7 +31,7 @@ func (r Rules) recentlyResolved(m *store.Market) bool {
 // EventDocument is the rendered form of one event's cache entries.
 type EventDocument struct {
 	ID  string
-	Gen int64
+	Rev int64
 	// Body is the wire JSON of the event read; nil when the event is not
 	// served (unknown, fewer than two venues, or merged).
 	Body []byte
@@ -48,7 +48,7 @@ type EventDocument struct {
 // MarketDocument is the rendered form of one market's price item.
 type MarketDocument struct {
 	ID     string
-	Gen    int64
+	Rev    int64
 	Served bool
 	// Body is the price item; nil when the market is not served or has no price.
 	Body []byte
@@ -149,7 +149,7 @@ func itemOf(m *store.Market) marketItem {
 
 // RenderEvent renders an event's read document and listing entry.
 func (r Rules) RenderEvent(d store.EventDoc) EventDocument {
-	out := EventDocument{ID: d.ID, Gen: d.Rev}
+	out := EventDocument{ID: d.ID, Rev: d.Rev}
 	e := d.Event
 	if e == nil {
 		return out
@@ -245,7 +245,7 @@ func (r Rules) MarketServed(d store.MarketDoc) bool {
 
 // RenderMarket renders a market's price item.
 func (r Rules) RenderMarket(d store.MarketDoc) MarketDocument {
-	out := MarketDocument{ID: d.ID, Gen: d.Rev, Served: r.MarketServed(d)}
+	out := MarketDocument{ID: d.ID, Rev: d.Rev, Served: r.MarketServed(d)}
 	if !out.Served || d.Price == nil {
 		return out
 	}

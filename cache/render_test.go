@@ -100,8 +100,8 @@ func TestRenderEventFullExample(t *testing.T) {
 	if string(got.Summary) != summary {
 		t.Errorf("summary:\n got %s\nwant %s", got.Summary, summary)
 	}
-	if got.ID != "ev-1" || got.Gen != 42 || got.MergedInto != "" {
-		t.Errorf("got id %q gen %d merged_into %q, want ev-1 42 \"\"", got.ID, got.Gen, got.MergedInto)
+	if got.ID != "ev-1" || got.Rev != 42 || got.MergedInto != "" {
+		t.Errorf("got id %q rev %d merged_into %q, want ev-1 42 \"\"", got.ID, got.Rev, got.MergedInto)
 	}
 	wantSets := []string{"*:*:1", "*:venue_a:1", "*:venue_c:1", "politics:*:1", "politics:venue_a:1", "politics:venue_c:1"}
 	if g := sorted(got.Sets); !slices.Equal(g, wantSets) {
@@ -131,8 +131,8 @@ func TestRenderEventNotListed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := testRules().RenderEvent(store.EventDoc{ID: "ev", Rev: 7, Event: tt.event,
 				Markets: []store.Market{activeMarket("m1", "ev")}})
-			if got.ID != "ev" || got.Gen != 7 {
-				t.Errorf("got id %q gen %d, want ev 7", got.ID, got.Gen)
+			if got.ID != "ev" || got.Rev != 7 {
+				t.Errorf("got id %q rev %d, want ev 7", got.ID, got.Rev)
 			}
 			if (got.Body != nil) != tt.wantBody {
 				t.Errorf("body: got %s, want present=%v", got.Body, tt.wantBody)
@@ -301,8 +301,8 @@ func TestRenderMarketExample(t *testing.T) {
 		`"venue_b":{"bid":0.42,"ask":null,"last":0.41,"volume_24h":0},` +
 		`"venue_c":{"bid":null,"ask":0.44,"last":0.43,"volume_24h":12.5}},` +
 		`"best_bid":0.42,"best_ask":0.44,"version":7,"updated_at":"2024-05-10T11:59:59.5Z"}`
-	if string(got.Body) != want || !got.Served || got.ID != "m-1" || got.Gen != 9 {
-		t.Errorf("got %+v body %s\nwant served m-1 gen 9 body %s", got, got.Body, want)
+	if string(got.Body) != want || !got.Served || got.ID != "m-1" || got.Rev != 9 {
+		t.Errorf("got %+v body %s\nwant served m-1 rev 9 body %s", got, got.Body, want)
 	}
 
 	d.Price.Quotes = map[string]store.Quote{"venue_a": quote(nil, nil, ptr(0.5), 3)}

@@ -25,7 +25,7 @@ import (
 // NATS reconnect), and answers only while it is whole (ready): otherwise
 // reads take the Reader's other layers (memory, Redis, the store).
 //
-// An item is replaced only by a higher revision (Gen), so notices and the
+// An item is replaced only by a higher revision (Rev), so notices and the
 // load may arrive in any order. A notice that names a market without
 // carrying its item (a writer that does not carry them) removes the item:
 // reads of it go to Redis until refresh brings it back.
@@ -71,7 +71,7 @@ type replicaShard struct {
 
 // replicaItem is one market's price item as Redis holds it.
 type replicaItem struct {
-	gen, seq int64
+	rev, seq int64
 	served   bool
 	body     []byte
 	// sum is xxhash of body, as the store keeps it (set by itemAt; a put
@@ -150,7 +150,7 @@ func (rp *replica) put(id string, it replicaItem) bool {
 	s, h := rp.shard(id)
 	s.mu.Lock()
 	cur, ok := s.st.get(h, id)
-	if ok && cur.gen >= it.gen {
+	if ok && cur.rev >= it.rev {
 		s.mu.Unlock()
 		return false
 	}
@@ -225,7 +225,7 @@ func (rp *replica) finish(epoch uint64) bool {
 // caller reads them again from Redis.
 func (rp *replica) apply(n notice.Change) (missing []string) {
 	for _, p := range n.Prices {
-		rp.put(p.ID, replicaItem{gen: p.Gen, seq: n.Seq, served: p.Served, body: p.Body})
+		rp.put(p.ID, replicaItem{rev: p.Rev, seq: n.Seq, served: p.Served, body: p.Body})
 	}
 	if len(n.Prices) == len(n.Markets) {
 		return nil
@@ -335,7 +335,7 @@ func (c *Cache) loadReplica(ctx context.Context, rp *replica) (int, error) {
 				if !m.Found {
 					continue // gone since the scan
 				}
-				rp.put(chunk[i], replicaItem{gen: m.Gen, seq: m.Seq, served: m.Served, body: m.Body})
+				rp.put(chunk[i], replicaItem{rev: m.Rev, seq: m.Seq, served: m.Served, body: m.Body})
 			}
 			return nil
 		})

@@ -64,7 +64,7 @@ type replicaState struct {
 // An item in a chunk: its header, then its id, then its body.
 const (
 	hdrHash    = 0  // uint64: the id's hash, to rebuild the table
-	hdrGen     = 8  // int64
+	hdrRev     = 8  // int64
 	hdrSeq     = 16 // int64
 	hdrBodyLen = 24 // uint32
 	hdrIDLen   = 28 // uint16
@@ -134,7 +134,7 @@ func idAt(b []byte) []byte {
 func itemAt(b []byte) replicaItem {
 	flags := b[hdrFlags]
 	it := replicaItem{
-		gen:    int64(binary.LittleEndian.Uint64(b[hdrGen:])),
+		rev:    int64(binary.LittleEndian.Uint64(b[hdrRev:])),
 		seq:    int64(binary.LittleEndian.Uint64(b[hdrSeq:])),
 		served: flags&flagServed != 0,
 		sum:    binary.LittleEndian.Uint64(b[hdrSum:]),
@@ -304,7 +304,7 @@ func (s *replicaStore) write(st *replicaState, publish bool, h uint64, id string
 	off := s.fill
 	b := st.chunks[last][off : off+n]
 	binary.LittleEndian.PutUint64(b[hdrHash:], h)
-	binary.LittleEndian.PutUint64(b[hdrGen:], uint64(it.gen))
+	binary.LittleEndian.PutUint64(b[hdrRev:], uint64(it.rev))
 	binary.LittleEndian.PutUint64(b[hdrSeq:], uint64(it.seq))
 	binary.LittleEndian.PutUint32(b[hdrBodyLen:], uint32(len(it.body)))
 	binary.LittleEndian.PutUint16(b[hdrIDLen:], uint16(len(id)))

@@ -44,7 +44,7 @@ func TestReplicaStoreModel(t *testing.T) {
 			case 1:
 				body = []byte{}
 			}
-			it := replicaItem{gen: int64(i), seq: int64(i), served: i%2 == 0, body: body}
+			it := replicaItem{rev: int64(i), seq: int64(i), served: i%2 == 0, body: body}
 			chunks := len(st.state.Load().chunks)
 			st.put(h, id, it)
 			if len(st.state.Load().chunks) < chunks {
@@ -61,10 +61,10 @@ func TestReplicaStoreModel(t *testing.T) {
 		default:
 			got, ok := st.get(h, id)
 			want, wok := model[id]
-			if ok != wok || ok && (got.gen != want.gen || got.seq != want.seq || got.served != want.served ||
+			if ok != wok || ok && (got.rev != want.rev || got.seq != want.seq || got.served != want.served ||
 				!bytes.Equal(got.body, want.body) || (got.body == nil) != (want.body == nil) ||
 				got.sum != bodySum(want.body)) {
-				t.Fatalf("step %d: get %s: %v %+v, want %v %+v", i, id, ok, got.gen, wok, want.gen)
+				t.Fatalf("step %d: get %s: %v %+v, want %v %+v", i, id, ok, got.rev, wok, want.rev)
 			}
 			if ok {
 				out = append(out, handed{got.body, bytes.Clone(want.body)})
@@ -101,7 +101,7 @@ func BenchmarkReplicaSnapshot(b *testing.B) {
 	body := bytes.Repeat([]byte{'x'}, 350)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("mkt-%07d", i)
-		rp.put(ids[i], replicaItem{gen: 1, seq: 1, served: true, body: body})
+		rp.put(ids[i], replicaItem{rev: 1, seq: 1, served: true, body: body})
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	lists := make([][]string, 1024)
@@ -144,13 +144,13 @@ func TestReplicaStoreReadsWhileWriting(t *testing.T) {
 	var mu sync.Mutex // the shard's lock: writers only
 	st := newReplicaStore()
 	hash := func(id string) uint64 { return uint64(len(id)*7+int(id[len(id)-1])) % 64 } // collisions on purpose
-	body := func(id string, gen int64) []byte {
-		return append(fmt.Appendf(nil, "%s@%d:", id, gen), bytes.Repeat([]byte{'x'}, int(gen%500))...)
+	body := func(id string, rev int64) []byte {
+		return append(fmt.Appendf(nil, "%s@%d:", id, rev), bytes.Repeat([]byte{'x'}, int(rev%500))...)
 	}
 	const stay, churn = 200, 100
-	put := func(id string, gen int64) {
+	put := func(id string, rev int64) {
 		mu.Lock()
-		st.put(hash(id), id, replicaItem{gen: gen, seq: gen, body: body(id, gen)})
+		st.put(hash(id), id, replicaItem{rev: rev, seq: rev, body: body(id, rev)})
 		mu.Unlock()
 	}
 	for i := range stay {
@@ -160,16 +160,16 @@ func TestReplicaStoreReadsWhileWriting(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		rng := rand.New(rand.NewPCG(5, 6))
-		for gen := int64(2); ; gen++ {
+		for rev := int64(2); ; rev++ {
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			put(fmt.Sprintf("s%d", rng.IntN(stay)), gen)
+			put(fmt.Sprintf("s%d", rng.IntN(stay)), rev)
 			id := fmt.Sprintf("c%d", rng.IntN(churn))
 			if rng.IntN(2) == 0 {
-				put(id, gen)
+				put(id, rev)
 			} else {
 				mu.Lock()
 				st.remove(hash(id), id)
@@ -201,15 +201,15 @@ func TestReplicaStoreReadsWhileWriting(t *testing.T) {
 					}
 					continue
 				}
-				if !bytes.Equal(it.body, body(id, it.gen)) || it.seq != it.gen {
-					t.Errorf("%s: revision %d with body %.40q", id, it.gen, it.body)
+				if !bytes.Equal(it.body, body(id, it.rev)) || it.seq != it.rev {
+					t.Errorf("%s: revision %d with body %.40q", id, it.rev, it.body)
 					return
 				}
-				if it.gen < seen[id] && id[0] == 's' {
-					t.Errorf("%s: revision %d after %d", id, it.gen, seen[id])
+				if it.rev < seen[id] && id[0] == 's' {
+					t.Errorf("%s: revision %d after %d", id, it.rev, seen[id])
 					return
 				}
-				seen[id] = it.gen
+				seen[id] = it.rev
 			}
 		})
 	}
@@ -228,13 +228,13 @@ func TestReplicaGetMany(t *testing.T) {
 		id := fmt.Sprintf("m%d", i)
 		ids = append(ids, id)
 		if i%7 != 3 {
-			rp.put(id, replicaItem{gen: int64(i), seq: int64(i), body: []byte(id)})
+			rp.put(id, replicaItem{rev: int64(i), seq: int64(i), body: []byte(id)})
 		}
 	}
 	var got []int
 	rp.getMany(ids, func(i int, it replicaItem) {
-		if string(it.body) != ids[i] || it.gen != int64(i) {
-			t.Errorf("item %d: %q at %d, want %q", i, it.body, it.gen, ids[i])
+		if string(it.body) != ids[i] || it.rev != int64(i) {
+			t.Errorf("item %d: %q at %d, want %q", i, it.body, it.rev, ids[i])
 		}
 		got = append(got, i)
 	})

@@ -37,7 +37,7 @@ func ParseEvent(cmd *redis.SliceCmd) (EventEntry, error) {
 	var e EventEntry
 	if g, ok := vals[0].(string); ok {
 		e.Found = true
-		e.Gen, _ = strconv.ParseInt(g, 10, 64)
+		e.Rev, _ = strconv.ParseInt(g, 10, 64)
 	}
 	if b, ok := vals[1].(string); ok {
 		e.Body = []byte(b)
@@ -70,7 +70,7 @@ func marketEntry(vals []any) MarketEntry {
 	var m MarketEntry
 	if g, ok := vals[0].(string); ok {
 		m.Found = true
-		m.Gen, _ = strconv.ParseInt(g, 10, 64)
+		m.Rev, _ = strconv.ParseInt(g, 10, 64)
 	}
 	m.Served = vals[1] == "1"
 	if b, ok := vals[2].(string); ok {

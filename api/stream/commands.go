@@ -93,8 +93,8 @@ func (c *Conn) subscribed(ids []string, fresh []*sub, p *pendingCurrent) {
 		st.ack()
 		// The snapshot: the current price, unless a newer one came through
 		// a notice meanwhile (then that one is the current price).
-		if it := items[i]; it.Body != nil && it.Gen >= st.gen {
-			st.gen, st.sum = it.Gen, maphash.Bytes(c.hub.seed, it.Body)
+		if it := items[i]; it.Body != nil && it.Rev >= st.rev {
+			st.rev, st.sum = it.Rev, maphash.Bytes(c.hub.seed, it.Body)
 			c.queuePrice(st, it.Body, 0)
 		}
 	}

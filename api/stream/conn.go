@@ -118,9 +118,9 @@ type sub struct {
 	pending bool
 	body    []byte
 	at      int64
-	// gen is the newest revision handed to the writer (sent or waiting):
+	// rev is the newest revision handed to the writer (sent or waiting):
 	// an older or equal one is never sent after it.
-	gen int64
+	rev int64
 	// sum is the hash of that version's bytes: a newer revision with the
 	// same bytes is no change (hub.go, topic.sum).
 	sum uint64

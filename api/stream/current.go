@@ -37,8 +37,8 @@ func (h *Hub) beginCurrent(ctx context.Context, ids []string) *pendingCurrent {
 	p := &pendingCurrent{h: h, ids: ids, items: make([]cache.PriceItem, len(ids))}
 	var read []string
 	for i, id := range ids {
-		if gen, body := h.newest(id); body != nil {
-			p.items[i] = cache.PriceItem{Found: true, Served: true, Body: body, Gen: gen}
+		if rev, body := h.newest(id); body != nil {
+			p.items[i] = cache.PriceItem{Found: true, Served: true, Body: body, Rev: rev}
 		} else {
 			read, p.at = append(read, id), append(p.at, i)
 		}
@@ -92,8 +92,8 @@ func (p *pendingCurrent) wait() ([]cache.PriceItem, error) {
 	}
 	for j, i := range p.at {
 		p.items[i] = p.r.items[j]
-		if gen, body := p.h.newest(p.ids[i]); gen > p.r.items[j].Gen {
-			p.items[i].Gen, p.items[i].Body = gen, body
+		if rev, body := p.h.newest(p.ids[i]); rev > p.r.items[j].Rev {
+			p.items[i].Rev, p.items[i].Body = rev, body
 		}
 	}
 	return p.items, nil

@@ -37,7 +37,7 @@ func (h *Hub) OnChange(n notice.Change) {
 		if !h.shards[si].subscribedHere(p.ID) {
 			continue
 		}
-		it := item{id: p.ID, gen: p.Gen, at: at}
+		it := item{id: p.ID, rev: p.Rev, at: at}
 		if p.Served {
 			it.body = p.Body
 		}
@@ -114,10 +114,10 @@ func (h *Hub) handOut(items []item, f *flusher) {
 		if it.body == nil {
 			// Left the served set (or no price yet): a later subscribe
 			// must not take the topic's old item.
-			h.forgetItem(it.id, it.gen)
+			h.forgetItem(it.id, it.rev)
 			continue
 		}
-		h.fanOut(it.id, it.gen, it.body, maphash.Bytes(h.seed, it.body), it.at, f)
+		h.fanOut(it.id, it.rev, it.body, maphash.Bytes(h.seed, it.body), it.at, f)
 	}
 }
 
@@ -146,10 +146,10 @@ func (h *Hub) readAndFanOut(ctx context.Context, ids []string, at map[string]int
 			if !it.Shown() {
 				// Left the served set (or no price yet): a later
 				// subscribe must not take the topic's old item.
-				h.forgetItem(chunk[i], it.Gen)
+				h.forgetItem(chunk[i], it.Rev)
 				continue
 			}
-			h.fanOut(chunk[i], it.Gen, it.Body, maphash.Bytes(h.seed, it.Body), at[chunk[i]], &f)
+			h.fanOut(chunk[i], it.Rev, it.Body, maphash.Bytes(h.seed, it.Body), at[chunk[i]], &f)
 		}
 		f.flush()
 	}
@@ -158,34 +158,34 @@ func (h *Hub) readAndFanOut(ctx context.Context, ids []string, at map[string]int
 // fanOut hands a market's item to its subscribers when it is newer than
 // what the hub handed them last. (A subscriber whose own read on subscribe
 // was older than that takes the topic's item instead: Conn.subscribe.)
-func (h *Hub) fanOut(id string, gen int64, body []byte, sum uint64, at int64, f *flusher) {
+func (h *Hub) fanOut(id string, rev int64, body []byte, sum uint64, at int64, f *flusher) {
 	s := h.shard(id)
 	s.mu.Lock()
 	t := s.topics[id]
-	if t == nil || gen <= t.gen {
+	if t == nil || rev <= t.rev {
 		s.mu.Unlock()
 		return
 	}
 	same := sum == t.sum
-	t.gen, t.sum, t.body = gen, sum, body
+	t.rev, t.sum, t.body = rev, sum, body
 	subs := t.subs
 	s.mu.Unlock()
 	if same {
 		return
 	}
 	for _, st := range subs {
-		st.deliver(gen, body, sum, at, f)
+		st.deliver(rev, body, sum, at, f)
 	}
 }
 
-// forgetItem drops the item a topic holds when revision gen, newer, is not
+// forgetItem drops the item a topic holds when revision rev, newer, is not
 // shown.
-func (h *Hub) forgetItem(id string, gen int64) {
+func (h *Hub) forgetItem(id string, rev int64) {
 	s := h.shard(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t := s.topics[id]; t != nil && gen > t.gen {
-		t.gen, t.sum, t.body = gen, 0, nil
+	if t := s.topics[id]; t != nil && rev > t.rev {
+		t.rev, t.sum, t.body = rev, 0, nil
 	}
 }
 
@@ -196,7 +196,7 @@ func (h *Hub) newest(id string) (int64, []byte) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if t := s.topics[id]; t != nil {
-		return t.gen, t.body
+		return t.rev, t.body
 	}
 	return 0, nil
 }

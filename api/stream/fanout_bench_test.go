@@ -104,9 +104,9 @@ func BenchmarkFanOut(b *testing.B) {
 			body := fmt.Appendf(nil, `{"market_id":%q,"version":%d,"ts":%d,"pad":"%s"}`, id, v, time.Now().UnixNano(), strings.Repeat("x", 300))
 			// A hub that reads finds the same item, from memory.
 			src.mu.Lock()
-			src.items[id] = cache.PriceItem{Found: true, Served: true, Gen: v, Body: body}
+			src.items[id] = cache.PriceItem{Found: true, Served: true, Rev: v, Body: body}
 			src.mu.Unlock()
-			h.OnChange(notice.Change{Markets: []string{id}, Prices: []notice.Price{{ID: id, Gen: v, Served: true, Body: body}}})
+			h.OnChange(notice.Change{Markets: []string{id}, Prices: []notice.Price{{ID: id, Rev: v, Served: true, Body: body}}})
 			i++
 		}
 	}

@@ -65,17 +65,17 @@ func TestFanOutFromNoticeBytes(t *testing.T) {
 
 	// m001 leaves the served set: nothing is sent, nothing read, and a
 	// newcomer is not given the old item.
-	h.OnChange(notice.Change{Markets: []string{ids[1]}, Prices: []notice.Price{{ID: ids[1], Gen: 4}}})
+	h.OnChange(notice.Change{Markets: []string{ids[1]}, Prices: []notice.Price{{ID: ids[1], Rev: 4}}})
 	// The same bytes under a newer revision are no change either.
 	same := carried(3, ids[0])
-	same.Prices[0].Gen = 5
+	same.Prices[0].Rev = 5
 	h.OnChange(same)
 	h.OnChange(carried(6, ids[2]))
 	if m := a.next(); m.MarketID != ids[2] || m.Version != 6 {
 		t.Errorf("a got %+v, want %s version 6 (nothing for %s, gone, or %s, unchanged)", m, ids[2], ids[1], ids[0])
 	}
-	if gen, body := h.newest(ids[1]); body != nil || gen != 4 {
-		t.Errorf("the topic of %s, not served at revision 4, holds revision %d (body %v); want 4 and none", ids[1], gen, body != nil)
+	if rev, body := h.newest(ids[1]); body != nil || rev != 4 {
+		t.Errorf("the topic of %s, not served at revision 4, holds revision %d (body %v); want 4 and none", ids[1], rev, body != nil)
 	}
 	if read := src.readIDs(); len(read) != 0 {
 		t.Errorf("the hub read %v; want no read", read)

@@ -36,11 +36,11 @@ type fakePrices struct {
 
 func newFakePrices() *fakePrices { return &fakePrices{items: map[string]cache.PriceItem{}} }
 
-// set makes version v the current item of id (its Gen is v too).
+// set makes version v the current item of id (its Rev is v too).
 func (f *fakePrices) set(id string, v int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.items[id] = cache.PriceItem{Found: true, Served: true, Gen: v, Body: priceBody(id, v)}
+	f.items[id] = cache.PriceItem{Found: true, Served: true, Rev: v, Body: priceBody(id, v)}
 }
 
 func (f *fakePrices) Prices(_ context.Context, ids []string) ([]cache.PriceItem, error) {
@@ -76,7 +76,7 @@ func priceBody(id string, v int64) []byte {
 func carried(v int64, ids ...string) notice.Change {
 	n := notice.Change{Markets: ids}
 	for _, id := range ids {
-		n.Prices = append(n.Prices, notice.Price{ID: id, Gen: v, Served: true, Body: priceBody(id, v)})
+		n.Prices = append(n.Prices, notice.Price{ID: id, Rev: v, Served: true, Body: priceBody(id, v)})
 	}
 	return n
 }

@@ -66,15 +66,15 @@ type topic struct {
 	// replaces the slice, so no element a reader sees ever changes. (A copy
 	// per subscribe made 50 subscribers of a market cost 10 KB of garbage.)
 	subs []*sub
-	// gen is the newest revision fanned out: an older or equal one read
+	// rev is the newest revision fanned out: an older or equal one read
 	// later (two reads racing, a resync) is not sent again.
-	gen int64
+	rev int64
 	// sum is the hash of the body fanned out last: a newer revision with
 	// the same bytes (the store gives a document a new revision when a
 	// batch names it, even if an update in it was ignored as old, and
 	// when ingest retries a batch) is no change, and is not sent.
 	sum uint64
-	// body is revision gen's item. A connection that subscribes later
+	// body is revision rev's item. A connection that subscribes later
 	// takes it as its snapshot when its own read is older (Redis lost the
 	// write with a failed master, or the read raced the fan-out): else it
 	// would wait for the market's next change or resync.
@@ -91,7 +91,7 @@ type change struct {
 // worker.
 type item struct {
 	id  string
-	gen int64
+	rev int64
 	// body is nil when the item is not shown (the market left the served
 	// set, or has no price yet).
 	body []byte

@@ -34,14 +34,14 @@ func (c *Conn) pushControl(m outMsg) {
 // deliver takes a market's version from the hub: it replaces the one
 // waiting, if any (conflation), and is dropped when the connection has
 // been given this version or a newer one.
-func (st *sub) deliver(gen int64, body []byte, sum uint64, at int64, f *flusher) {
+func (st *sub) deliver(rev int64, body []byte, sum uint64, at int64, f *flusher) {
 	c := st.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st.state == subRemoved || gen <= st.gen || !c.state().takesPrices() {
+	if st.state == subRemoved || rev <= st.rev || !c.state().takesPrices() {
 		return
 	}
-	st.gen = gen
+	st.rev = rev
 	if sum == st.sum {
 		return // the bytes it has, under a newer revision
 	}

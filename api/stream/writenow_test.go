@@ -290,7 +290,7 @@ func TestFanOutShortWriteSlowSteadyReaderKept(t *testing.T) {
 	c.subscribed(ids...)
 	n := notice.Change{Markets: ids}
 	for _, id := range ids {
-		n.Prices = append(n.Prices, notice.Price{ID: id, Gen: 2, Served: true,
+		n.Prices = append(n.Prices, notice.Price{ID: id, Rev: 2, Served: true,
 			Body: fmt.Appendf(nil, `{"market_id":%q,"version":2,"pad":"%s"}`, id, strings.Repeat("y", 2000))})
 	}
 	h.OnChange(n)

@@ -29,8 +29,8 @@ func TestReads(t *testing.T) {
 	}
 
 	ev, err := cachetest.Event(ctx, rdb, c, "E1")
-	if err != nil || !ev.Found || ev.Gen != 3 || string(ev.Body) != "body" {
-		t.Errorf("Event: got %+v, %v; want found, gen 3, body", ev, err)
+	if err != nil || !ev.Found || ev.Rev != 3 || string(ev.Body) != "body" {
+		t.Errorf("Event: got %+v, %v; want found, rev 3, body", ev, err)
 	}
 	if ev, err := cachetest.Event(ctx, rdb, c, "E9"); err != nil || ev.Found {
 		t.Errorf("Event of a missing one: got %+v, %v; want not found", ev, err)

@@ -49,9 +49,9 @@ type Change struct {
 // Price is one market's price item as its writer wrote it to Redis.
 type Price struct {
 	ID string `json:"id"`
-	// Gen is the market document's revision (store doc_revs): a node keeps
-	// an item only when its Gen is above the one it holds.
-	Gen int64 `json:"g"`
+	// Rev is the market document's revision (store doc_revs): a node keeps
+	// an item only when its Rev is above the one it holds.
+	Rev int64 `json:"g"`
 	// Served: the market is in the served set.
 	Served bool `json:"s,omitempty"`
 	// Body is the wire JSON of the price item; absent until a price arrives.

@@ -17,7 +17,7 @@ func TestChangeRoundTrip(t *testing.T) {
 		{"full", Change{Seq: 42, Events: []string{"ev-1", "ev-2"}, Markets: []string{"m-1"}, Trades: []string{"m-1", "m-2"}},
 			`{"seq":42,"events":["ev-1","ev-2"],"markets":["m-1"],"trades":["m-1","m-2"]}`},
 		{"with prices", Change{Seq: 9, Markets: []string{"m-1", "m-2"}, Prices: []Price{
-			{ID: "m-1", Gen: 12, Served: true, Body: []byte(`{"market_id":"m-1","version":3}`)}, {ID: "m-2", Gen: 13}}},
+			{ID: "m-1", Rev: 12, Served: true, Body: []byte(`{"market_id":"m-1","version":3}`)}, {ID: "m-2", Rev: 13}}},
 			`{"seq":9,"markets":["m-1","m-2"],"prices":[{"id":"m-1","g":12,"s":true,"b":{"market_id":"m-1","version":3}},{"id":"m-2","g":13}]}`},
 		{"flush", Change{Flush: true}, `{"flush":true}`},
 		{"flush with seq", Change{Seq: 7, Flush: true}, `{"seq":7,"flush":true}`},
@@ -117,7 +117,7 @@ func TestDecodeKeyRefusesEmpty(t *testing.T) {
 // TestEncodeWithin: a notice whose items would exceed the server's payload
 // limit goes without them, naming the same markets; one that fits is whole.
 func TestEncodeWithin(t *testing.T) {
-	c := Change{Seq: 3, Markets: []string{"m-1"}, Prices: []Price{{ID: "m-1", Gen: 4, Served: true, Body: []byte(`{"v":1}`)}}}
+	c := Change{Seq: 3, Markets: []string{"m-1"}, Prices: []Price{{ID: "m-1", Rev: 4, Served: true, Body: []byte(`{"v":1}`)}}}
 	whole := c.Encode()
 	if got := c.EncodeWithin(int64(len(whole))); string(got) != string(whole) {
 		t.Errorf("fits: got %s, want %s", got, whole)
