@@ -36,6 +36,8 @@ type Event struct {
 	VenueIDs  [4]*string
 	Volume    float64
 	UpdatedAt time.Time
+	// Matches is the matcher's metadata per venue (all nil: none sent).
+	Matches Matches
 }
 
 // VenueCount is the number of venues the event has an id on.
@@ -66,6 +68,8 @@ type Market struct {
 	ResolvedAt *time.Time
 	Result     *string
 	UpdatedAt  time.Time
+	// Matches is the matcher's metadata per venue (all nil: none sent).
+	Matches Matches
 }
 
 // Quote is one venue's top of book for a market. Absent sides are nil.
