@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/marketdata/marketdata/api/usage"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -34,7 +35,7 @@ func FuzzParseUsageQuery(f *testing.F) {
 		if q.limit < 1 || q.limit > 100 {
 			t.Fatalf("limit %d accepted", q.limit)
 		}
-		if q.route != "" && usageRouteIndex(q.route) < 0 {
+		if _, known := usage.ParseRoute(q.route); q.route != "" && !known {
 			t.Fatalf("route %q accepted", q.route)
 		}
 		if (from == "") != (q.rawFrom == "") || (to == "") != (q.rawTo == "") {

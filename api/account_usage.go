@@ -7,6 +7,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/marketdata/marketdata/api/usage"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -51,10 +52,11 @@ func parseUsageQuery(limit, route, from, to, cursor string, today time.Time) (us
 		return q, err
 	}
 	if route != "" {
-		if usageRouteIndex(route) < 0 {
+		r, ok := usage.ParseRoute(route)
+		if !ok {
 			return q, invalidParam("route must be one of key, events, event, search, snapshot, trades, account_keys, account_usage, stream")
 		}
-		q.route = usageRouteNames[usageRouteIndex(route)] // not Fiber's borrowed bytes
+		q.route = r.String() // not Fiber's borrowed bytes
 	}
 	q.from, q.to = today.AddDate(0, 0, -usageDefaultDays), today
 	if from != "" {
@@ -93,7 +95,8 @@ func parseUsagePosition(p string) (day time.Time, route string, ok bool) {
 	}
 	day, err := time.Parse(dateLayout, p[:len(dateLayout)])
 	route = p[len(dateLayout)+1:]
-	return day, route, err == nil && usageRouteIndex(route) >= 0
+	_, known := usage.ParseRoute(route)
+	return day, route, err == nil && known
 }
 
 // usageItem is one row of the answer.
@@ -108,7 +111,7 @@ type usageItem struct {
 // cursor. It reads the primary, where the nodes' flushes land: a request
 // is listed within the flush interval and the commit (contract: 5 s).
 func (s *Server) accountUsage(c *fiber.Ctx) error {
-	today := dayTime(utcDay(s.now()))
+	today := usage.Day(s.now())
 	q, perr := parseUsageQuery(param(c, "limit"), param(c, "route"), param(c, "from"), param(c, "to"), c.Query("cursor"), today)
 	cred := credential(c)
 	if cred == nil {
@@ -133,7 +136,7 @@ func (s *Server) accountUsage(c *fiber.Ctx) error {
 	if perr != nil {
 		return perr
 	}
-	rows, err := s.usageStore.Usage(c.UserContext(), store.UsageQuery{
+	rows, err := s.usage.List(c.UserContext(), store.UsageQuery{
 		AccountID: cred.Account.ID, Route: q.route, From: q.from, To: q.to,
 		AfterDay: afterDay, AfterRoute: afterRoute, Limit: q.limit + 1,
 	})

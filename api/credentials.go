@@ -19,9 +19,17 @@ type credentialsVersioner interface {
 const credentialsPoll = 250 * time.Millisecond
 
 // watchCredentials drops the key cache whenever the credentials version
-// moves: the safety net under the NATS notices, so that the contract's 1 s
-// holds even when a notice is lost or the node is cut off from NATS.
-func (s *Server) watchCredentials(ctx context.Context, v credentialsVersioner) {
+// moves, in the background until ctx is done: the safety net under the
+// NATS notices, so that the contract's 1 s holds even when a notice is lost
+// or the node is cut off from NATS. A Credentials source that cannot tell
+// its version is not watched.
+func (n *notices) watchCredentials(ctx context.Context) {
+	if v, ok := n.keys.src.(credentialsVersioner); ok {
+		go n.pollCredentials(ctx, v)
+	}
+}
+
+func (n *notices) pollCredentials(ctx context.Context, v credentialsVersioner) {
 	t := time.NewTicker(credentialsPoll)
 	defer t.Stop()
 	for {
@@ -29,7 +37,7 @@ func (s *Server) watchCredentials(ctx context.Context, v credentialsVersioner) {
 		cur, err := v.CredentialsVersion(qctx)
 		cancel()
 		if err == nil {
-			s.keys.observeVersion(cur)
+			n.keys.observeVersion(cur)
 		}
 		select {
 		case <-ctx.Done():

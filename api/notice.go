@@ -1,57 +1,103 @@
 package api
 
+// The node's subscription to the key and change notices, and what they
+// update: the key cache, the reader's node memory and the search index.
+// The credentials watch (credentials.go) is the safety net under the key
+// notices.
+
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/marketdata/marketdata/api/search"
+	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/internal/notice"
 )
 
+// notices keep what the node holds in step with the key and change
+// notices: the subscriptions, the connection's handlers they wrapped
+// (given back by unsubscribe) and the change subscription's drop count
+// last seen.
+type notices struct {
+	keys *keyCache
+	// reader and search follow the change notices (nil: the node has no
+	// data routes, and subscribes to the key notices alone).
+	reader *cache.Reader
+	search *search.Index
+	log    *slog.Logger
+	// keySubject and changeSubject are Config's KeyNoticeSubject and
+	// NoticeSubject.
+	keySubject, changeSubject string
+
+	subs           []*nats.Subscription
+	dropped        atomic.Int64
+	nc             *nats.Conn
+	prevReconnect  nats.ConnHandler
+	prevDisconnect nats.ConnErrHandler
+	prevErr        nats.ErrHandler
+}
+
+// newNotices builds the node's notices over what they update; subscribe
+// starts them. The search index follows reader's change notices from now
+// on.
+func newNotices(cfg Config, keys *keyCache, reader *cache.Reader, idx *search.Index, log *slog.Logger) *notices {
+	n := &notices{
+		keys: keys, reader: reader, search: idx, log: log,
+		keySubject: cfg.KeyNoticeSubject, changeSubject: cfg.NoticeSubject,
+	}
+	if reader != nil {
+		// The index follows the same change notices as node memory.
+		reader.OnChange(n.followChange)
+	}
+	return n
+}
+
 // onKeyNotice drops what this node cached of the changed account or key, so
 // revocation and withdrawal take effect here within the notice's latency.
-func (s *Server) onKeyNotice(m *nats.Msg) {
-	n, err := notice.DecodeKey(m.Data)
+func (n *notices) onKeyNotice(m *nats.Msg) {
+	k, err := notice.DecodeKey(m.Data)
 	if err != nil {
 		// Unreadable: be safe and drop everything.
-		s.keys.flush()
+		n.keys.flush()
 		return
 	}
-	s.keys.invalidate(n.AccountID, n.KeyID)
+	n.keys.invalidate(k.AccountID, k.KeyID)
 }
 
 // onChangeNotice hands a cache change notice to the Reader, which drops
 // what node memory holds of it and tells the search index (followChange).
-func (s *Server) onChangeNotice(m *nats.Msg) {
+func (n *notices) onChangeNotice(m *nats.Msg) {
 	// Messages the client dropped before this one (the subscription fell
 	// behind): what they would have dropped is unknown.
 	if m.Sub != nil {
-		if d, err := m.Sub.Dropped(); err == nil && int64(d) > s.notices.dropped.Load() {
-			s.notices.dropped.Store(int64(d))
-			s.forgetHeld()
+		if d, err := m.Sub.Dropped(); err == nil && int64(d) > n.dropped.Load() {
+			n.dropped.Store(int64(d))
+			n.forgetHeld()
 		}
 	}
-	n, err := notice.DecodeChange(m.Data)
+	c, err := notice.DecodeChange(m.Data)
 	if err != nil {
 		// Unreadable: what it would have dropped is unknown.
-		s.forgetHeld()
+		n.forgetHeld()
 		return
 	}
-	s.reader.Notice(n)
+	n.reader.Notice(c)
 }
 
 // followChange keeps the search index on the change notices: it re-reads
 // the events a notice names, and reloads in full after a flush (a rebuild,
 // or notices that may have been missed).
-func (s *Server) followChange(n notice.Change) {
+func (n *notices) followChange(c notice.Change) {
 	switch {
-	case n.Flush:
-		s.search.RequestReload()
-	case len(n.Events) > 0:
-		s.search.Enqueue(n.Events)
+	case c.Flush:
+		n.search.RequestReload()
+	case len(c.Events) > 0:
+		n.search.Enqueue(c.Events)
 	}
 }
 
@@ -61,62 +107,62 @@ func (s *Server) followChange(n notice.Change) {
 // says so once, with ErrSlowConsumer; onChangeNotice also watches the
 // subscription's drop count). The connection's own handlers, if any, still
 // run.
-func (s *Server) subscribe(nc *nats.Conn) (err error) {
+func (n *notices) subscribe(nc *nats.Conn) (err error) {
 	defer func() {
 		if err != nil {
-			s.unsubscribe()
+			n.unsubscribe()
 		}
 	}()
-	keySub, err := nc.Subscribe(s.cfg.KeyNoticeSubject, s.onKeyNotice)
+	keySub, err := nc.Subscribe(n.keySubject, n.onKeyNotice)
 	if err != nil {
 		return err
 	}
-	s.notices.subs = append(s.notices.subs, keySub)
+	n.subs = append(n.subs, keySub)
 	var changeSub *nats.Subscription
-	if s.reader != nil {
-		if changeSub, err = nc.Subscribe(s.cfg.NoticeSubject, s.onChangeNotice); err != nil {
+	if n.reader != nil {
+		if changeSub, err = nc.Subscribe(n.changeSubject, n.onChangeNotice); err != nil {
 			return err
 		}
-		s.notices.subs = append(s.notices.subs, changeSub)
+		n.subs = append(n.subs, changeSub)
 	}
-	s.notices.nc = nc
-	s.notices.prevReconnect = nc.ReconnectHandler()
+	n.nc = nc
+	n.prevReconnect = nc.ReconnectHandler()
 	nc.SetReconnectHandler(func(c *nats.Conn) {
-		s.keys.flush()
-		if s.reader != nil {
+		n.keys.flush()
+		if n.reader != nil {
 			// Notices were missed: node memory is dropped, the search
 			// index and the replica load again.
-			s.reader.FeedUp()
+			n.reader.FeedUp()
 		}
-		if s.notices.prevReconnect != nil {
-			s.notices.prevReconnect(c)
+		if n.prevReconnect != nil {
+			n.prevReconnect(c)
 		}
 	})
 	// Cut from the notices, the replica cannot follow: reads go to Redis
 	// until the reconnect.
-	s.notices.prevDisconnect = nc.DisconnectErrHandler()
+	n.prevDisconnect = nc.DisconnectErrHandler()
 	nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
-		if s.reader != nil {
-			s.reader.FeedDown()
+		if n.reader != nil {
+			n.reader.FeedDown()
 		}
-		if s.notices.prevDisconnect != nil {
-			s.notices.prevDisconnect(c, err)
+		if n.prevDisconnect != nil {
+			n.prevDisconnect(c, err)
 		}
 	})
-	s.notices.prevErr = nc.ErrorHandler()
+	n.prevErr = nc.ErrorHandler()
 	nc.SetErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
 		switch {
 		case sub != nil && sub == keySub && errors.Is(err, nats.ErrSlowConsumer):
-			s.log.Warn("key notices lost (slow consumer): cached keys dropped", "subject", sub.Subject)
-			s.keys.flush()
+			n.log.Warn("key notices lost (slow consumer): cached keys dropped", "subject", sub.Subject)
+			n.keys.flush()
 		case sub != nil && sub == changeSub && errors.Is(err, nats.ErrSlowConsumer):
-			s.log.Warn("change notices lost (slow consumer): node memory dropped, search reloads", "subject", sub.Subject)
-			s.forgetHeld()
-		case s.notices.prevErr == nil:
-			s.log.Warn("nats error", "err", err)
+			n.log.Warn("change notices lost (slow consumer): node memory dropped, search reloads", "subject", sub.Subject)
+			n.forgetHeld()
+		case n.prevErr == nil:
+			n.log.Warn("nats error", "err", err)
 		}
-		if s.notices.prevErr != nil {
-			s.notices.prevErr(c, sub, err) // the connection's own logging
+		if n.prevErr != nil {
+			n.prevErr(c, sub, err) // the connection's own logging
 		}
 	})
 	// The subscriptions are live before the node serves: a notice sent
@@ -130,35 +176,23 @@ func (s *Server) subscribe(nc *nats.Conn) (err error) {
 
 // unsubscribe ends the notice subscriptions and gives the connection its
 // own handlers back.
-func (s *Server) unsubscribe() {
-	for _, sub := range s.notices.subs {
+func (n *notices) unsubscribe() {
+	for _, sub := range n.subs {
 		sub.Unsubscribe() //nolint:errcheck // the connection may be closed
 	}
-	s.notices.subs = nil
-	if s.notices.nc != nil {
-		s.notices.nc.SetReconnectHandler(s.notices.prevReconnect)
-		s.notices.nc.SetDisconnectErrHandler(s.notices.prevDisconnect)
-		s.notices.nc.SetErrorHandler(s.notices.prevErr)
-		s.notices.nc = nil
+	n.subs = nil
+	if n.nc != nil {
+		n.nc.SetReconnectHandler(n.prevReconnect)
+		n.nc.SetDisconnectErrHandler(n.prevDisconnect)
+		n.nc.SetErrorHandler(n.prevErr)
+		n.nc = nil
 	}
 }
 
 // forgetHeld drops what the node holds of the cache (node memory, and the
 // search index reloads): change notices may have been missed.
-func (s *Server) forgetHeld() {
-	if s.reader != nil {
-		s.reader.Forget()
+func (n *notices) forgetHeld() {
+	if n.reader != nil {
+		n.reader.Forget()
 	}
-}
-
-// noticeSubs is the node's subscription to the key and change notices: the
-// subscriptions, the connection's handlers it wrapped (given back by
-// unsubscribe) and the change subscription's drop count last seen.
-type noticeSubs struct {
-	subs           []*nats.Subscription
-	dropped        atomic.Int64
-	nc             *nats.Conn
-	prevReconnect  nats.ConnHandler
-	prevDisconnect nats.ConnErrHandler
-	prevErr        nats.ErrHandler
 }

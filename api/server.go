@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
-	"github.com/fasthttp/websocket"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/nats-io/nats.go"
@@ -20,7 +18,7 @@ import (
 
 	"github.com/marketdata/marketdata/api/edge"
 	"github.com/marketdata/marketdata/api/search"
-	"github.com/marketdata/marketdata/api/stream"
+	"github.com/marketdata/marketdata/api/usage"
 	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/internal/ratelog"
 	"github.com/marketdata/marketdata/ratelimit"
@@ -42,13 +40,15 @@ type Deps struct {
 	NC *nats.Conn
 	// Usage keeps the accounts' usage counts (the primary: store.Store);
 	// nil: the node neither counts nor serves /account/usage.
-	Usage    UsageStore
+	Usage    usage.Store
 	Log      *slog.Logger
 	Now      func() time.Time
 	Registry prometheus.Registerer
 }
 
-// Server is one API node.
+// Server is one API node: its routes and the middleware in front of them.
+// What the node keeps beside them is a type each: the streams, the usage
+// ledger and the notices.
 type Server struct {
 	cfg      Config
 	app      *fiber.App
@@ -64,22 +64,14 @@ type Server struct {
 	search   *search.Index
 	// edgeMetrics count the listener's connections and refused accepts.
 	edgeMetrics *edge.Metrics
-	// hub holds the node's streams (nil: none served), slots their limit.
-	hub      *stream.Hub
-	slots    StreamSlots
-	upgrader *websocket.Upgrader
-	// streamCtx ends with Start's context: streams' reads stop with it.
-	streamCtx context.Context
-	// rechecks are the streams' key rechecks asked for; releasing counts
-	// the stream slots being given back.
-	rechecks  rechecks
-	releasing sync.WaitGroup
-	// usage counts the requests that passed the window (nil: not
-	// counted); usageStore is where they go and /account/usage reads.
-	usage      *usageFlusher
-	usageStore UsageStore
-	// notices is the subscription to key and change notices.
-	notices noticeSubs
+	// streams are the node's WebSocket streams (nil: none served).
+	streams *streams
+	// usage counts the requests that passed the window and lists them for
+	// /account/usage (nil: neither).
+	usage *usage.Ledger
+	// notices follow the key and change notices and the credentials
+	// version.
+	notices *notices
 	// limitsWarn and authFailWarn keep the "decided by this node alone"
 	// WARNs (one per request while Redis is down) to one per 10 s.
 	limitsWarn, authFailWarn ratelog.Limiter
@@ -104,41 +96,25 @@ func New(cfg Config, d Deps) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, limiter: d.Limiter, log: d.Log, now: d.Now, origins: map[string]bool{cfg.DocsOrigin: true},
-		hasher: store.NewHasher(cfg.KeyPepper), reader: d.Reader, streamCtx: context.Background(),
+		hasher: store.NewHasher(cfg.KeyPepper), reader: d.Reader,
 	}
 	s.accountKeys, _ = d.Credentials.(AccountKeys)
+	for _, o := range cfg.AppOrigins {
+		s.origins[o] = true
+	}
 	if d.Reader != nil {
 		s.search = search.New(d.Reader, d.Log)
-		// The index follows the same change notices as node memory.
-		d.Reader.OnChange(s.followChange)
 		if err := d.Reader.Register(d.Registry); err != nil {
 			return nil, fmt.Errorf("api: register the reader's metrics: %w", err)
 		}
 	}
+	serveStreams := d.Reader != nil && d.StreamSlots != nil
 	// recheck tells open streams that a key or account changed (nil: no
-	// streams served).
+	// streams served). The streams are built after the key cache, which
+	// they look keys up in; nothing changes a key before New returns.
 	var recheck func(accountID, keyID string)
-	if d.Reader != nil && d.StreamSlots != nil {
-		hub, err := stream.New(d.Reader, cfg.Stream, d.Log)
-		if err != nil {
-			return nil, fmt.Errorf("api: streams: %w", err)
-		}
-		if err := hub.Register(d.Registry); err != nil {
-			return nil, fmt.Errorf("api: register the streams' metrics: %w", err)
-		}
-		// Streams follow the same change notices as node memory, after it.
-		d.Reader.OnChange(hub.OnChange)
-		s.hub, s.slots, s.upgrader = hub, d.StreamSlots, s.newUpgrader()
-		recheck = s.recheckStreams
-	}
-	if d.Usage != nil {
-		s.usageStore = d.Usage
-		if cfg.CountUsage {
-			s.usage = newUsageFlusher(d.Usage, cfg.UsageFlush, d.Log, d.Now)
-		}
-	}
-	for _, o := range cfg.AppOrigins {
-		s.origins[o] = true
+	if serveStreams {
+		recheck = func(accountID, keyID string) { s.streams.recheck(accountID, keyID) }
 	}
 	f := promauto.With(d.Registry)
 	s.requests = f.NewCounterVec(prometheus.CounterOpts{
@@ -156,6 +132,20 @@ func New(cfg Config, d Deps) (*Server, error) {
 		Name: "marketdata_http_request_seconds", Help: "API answer time by route.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	}, []string{"route"})
+	// The search index follows the change notices after node memory, and
+	// the streams after both.
+	s.notices = newNotices(cfg, s.keys, d.Reader, s.search, d.Log)
+	if serveStreams {
+		var err error
+		if s.streams, err = newStreams(d.Reader, cfg.Stream, d.StreamSlots, s.keys, d.Now, d.Log, d.Registry); err != nil {
+			return nil, err
+		}
+	}
+	if d.Usage != nil {
+		s.usage = usage.New(d.Usage, usage.Options{
+			Count: cfg.CountUsage, Interval: cfg.UsageFlush, Node: requestIDPrefix, Log: d.Log, Now: d.Now,
+		})
+	}
 
 	s.edgeMetrics = edge.NewMetrics(d.Registry)
 
@@ -189,12 +179,12 @@ func New(cfg Config, d Deps) (*Server, error) {
 	srv.ErrorHandler = s.readError
 	srv.SecureErrorLogMessage = true
 	srv.ConnState = edge.ConnState
-	// A stream closes its own connection (stream_route.go): the server
+	// A stream closes its own connection (streams.go): the server
 	// lets go of it at the upgrade, with its request buffer.
 	srv.KeepHijackedConns = true
 	s.routes()
 	if d.NC != nil {
-		if err := s.subscribe(d.NC); err != nil {
+		if err := s.notices.subscribe(d.NC); err != nil {
 			return nil, err
 		}
 	}
@@ -217,10 +207,10 @@ func (s *Server) routes() {
 	if s.accountKeys != nil {
 		v1.Get("/account/keys", s.guard(store.ScopeAccountRead), s.listAccountKeys)
 	}
-	if s.hub != nil {
+	if s.streams != nil {
 		v1.Get("/stream", s.guard(store.ScopeStreamRead), s.stream)
 	}
-	if s.usageStore != nil {
+	if s.usage != nil {
 		v1.Get("/account/usage", s.guard(store.ScopeAccountRead), s.accountUsage)
 	}
 	// Anything else under /public/v1 passes the same checks, then is 404.
@@ -239,16 +229,12 @@ func (s *Server) App() *fiber.App { return s.app }
 // background, retrying until Redis or Postgres answers, and keeps it fresh
 // until ctx is done. The node is not Ready before the index is loaded.
 func (s *Server) Start(ctx context.Context) error {
-	if v, ok := s.keys.src.(credentialsVersioner); ok {
-		go s.watchCredentials(ctx, v)
+	s.notices.watchCredentials(ctx)
+	if s.streams != nil {
+		s.streams.start(ctx)
 	}
-	if s.hub != nil {
-		s.streamCtx = ctx
-		go s.hub.Run(ctx)
-	}
-	if s.usage != nil && s.usage.done == nil {
-		s.usage.done = make(chan struct{})
-		go s.usage.run(ctx)
+	if s.usage != nil {
+		s.usage.Start()
 	}
 	if s.search == nil {
 		return nil
@@ -270,26 +256,14 @@ func (s *Server) Serve(ln net.Listener) error {
 // does not track the connections it handed over), waits for in-flight
 // requests and writes the usage counted since the last flush.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.unsubscribe()
-	if s.hub != nil {
-		// Closes are sent at once; a stream whose client does not answer
-		// is cut after the hub's CloseWait.
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		s.hub.Shutdown(sctx) //nolint:errcheck // what is left was cut; the HTTP side still shuts down
-		// The slots go back before the node lets go of Redis: a client
-		// that reconnects elsewhere finds them free.
-		released := make(chan struct{})
-		go func() { s.releasing.Wait(); close(released) }()
-		select {
-		case <-released:
-		case <-sctx.Done():
-		}
-		cancel()
+	s.notices.unsubscribe()
+	if s.streams != nil {
+		s.streams.shutdown(ctx)
 	}
 	err := s.app.ShutdownWithContext(ctx)
 	if s.usage != nil {
 		// After the drain: every request answered is in this last batch.
-		if ferr := s.usage.final(ctx); ferr != nil {
+		if ferr := s.usage.Close(ctx); ferr != nil {
 			s.log.Error("usage counts of the node's last interval not written", "err", ferr)
 		}
 	}
