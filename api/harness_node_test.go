@@ -20,6 +20,7 @@ import (
 	"github.com/marketdata/marketdata/api"
 	"github.com/marketdata/marketdata/api/stream"
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/metrictest"
 	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/ratelimit"
@@ -304,28 +305,11 @@ func (n *node) shutdown(ctx context.Context) error {
 	return n.stopErr
 }
 
-// counter is the node's counter name with labels (0 when it has none yet).
-func (n *node) counter(t testing.TB, name string, labels map[string]string) float64 {
+// counter is the node's counter (or gauge) name of the series labels
+// name (0 when it has none yet).
+func (n *node) counter(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := n.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if labels[l.GetName()] != l.GetValue() {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
+	return metrictest.Value(t, n.reg, name, labels...)
 }
 
 // memoryServes waits until a read of path is answered from node memory
@@ -334,9 +318,9 @@ func (n *node) counter(t testing.TB, name string, labels map[string]string) floa
 // has seen the change notices of the writes in flight (cache.Reader).
 func (n *node) memoryServes(t testing.TB, path, secret, resource string) {
 	t.Helper()
-	labels := map[string]string{"resource": resource, "layer": "memory"}
-	before := n.counter(t, "marketdata_reads_total", labels)
-	for deadline := time.Now().Add(5 * time.Second); n.counter(t, "marketdata_reads_total", labels) == before; {
+	labels := []string{"resource", resource, "layer", "memory"}
+	before := n.counter(t, "marketdata_reads_total", labels...)
+	for deadline := time.Now().Add(5 * time.Second); n.counter(t, "marketdata_reads_total", labels...) == before; {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not answered from node memory within 5 s", path)
 		}

@@ -137,30 +137,7 @@ func servedFromReplica(t *testing.T, n *node, path, secret string) {
 // replicaReads is n's marketdata_reads_total{resource="prices",layer="replica"}.
 func replicaReads(t *testing.T, n *node) float64 {
 	t.Helper()
-	mfs, err := n.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "marketdata_reads_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var res, layer string
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "resource":
-					res = l.GetValue()
-				case "layer":
-					layer = l.GetValue()
-				}
-			}
-			if res == "prices" && layer == "replica" {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return n.counter(t, "marketdata_reads_total", "resource", "prices", "layer", "replica")
 }
 
 // eventTitle is the title an event read shows.

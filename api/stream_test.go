@@ -310,7 +310,7 @@ func TestStreamSlowReaderConflated(t *testing.T) {
 		last[m.MarketID] = m.Version
 	}
 	c.quiet(300 * time.Millisecond)
-	conflated := nodes[0].counter(t, "marketdata_stream_conflated_total", nil)
+	conflated := nodes[0].counter(t, "marketdata_stream_conflated_total")
 	t.Logf("%d price messages for %d versions of %d markets; %v conflated in the node", n, markets*versions, markets, conflated)
 	if conflated == 0 || n >= markets*versions {
 		t.Errorf("the slow reader got %d messages and the node conflated %v: want versions replaced while it did not read", n, conflated)
@@ -354,7 +354,7 @@ func TestStreamStalledClient(t *testing.T) {
 	w.applied(t)
 	applied := time.Now()
 	// Not reading until the node has seen the stall.
-	for deadline := time.Now().Add(10 * time.Second); nodes[0].counter(t, "marketdata_stream_closes_total", map[string]string{"code": "4008"}) == 0; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); nodes[0].counter(t, "marketdata_stream_closes_total", "code", "4008") == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no 4008 close 10s after the client stopped reading")
 		}
@@ -573,7 +573,7 @@ func TestStreamCommandFloodHeldBack(t *testing.T) {
 		t.Fatalf("the node took all %d MB of commands from a client that read none of the answers", total>>20)
 	}
 	t.Logf("the node stopped taking commands after %d KB", sent>>10)
-	if n := nodes[0].counter(t, "marketdata_stream_command_errors_total", nil); n > float64(sent/len(bad)) || n == 0 {
+	if n := nodes[0].counter(t, "marketdata_stream_command_errors_total"); n > float64(sent/len(bad)) || n == 0 {
 		t.Errorf("%v commands answered of %d sent", n, sent/len(bad))
 	}
 }

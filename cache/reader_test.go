@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/metrictest"
 	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/store"
@@ -161,30 +162,7 @@ func (w *readerWorld) version(market string) int64 {
 // reads is marketdata_reads_total of resource and layer.
 func (w *readerWorld) reads(resource, layer string) float64 {
 	w.t.Helper()
-	return gathered(w.t, w.reg, "marketdata_reads_total", map[string]string{"resource": resource, "layer": layer})
-}
-
-func gathered(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if labels[l.GetName()] != l.GetValue() {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
+	return metrictest.Value(w.t, w.reg, "marketdata_reads_total", "resource", resource, "layer", layer)
 }
 
 // synced reads market until node memory answers it: after the start's wait
@@ -258,7 +236,7 @@ func TestReaderNoticeInFlight(t *testing.T) {
 	v := w.setPrice("m1", false) // written; its notice still in flight
 	w.want("m1", v, "redis")
 	w.want("m1", v, "redis") // and not stored meanwhile
-	if got := gathered(t, w.reg, "marketdata_read_notices_lost_total", nil); got != 0 {
+	if got := metrictest.Value(t, w.reg, "marketdata_read_notices_lost_total"); got != 0 {
 		t.Errorf("lost notices %v while in flight, want 0", got)
 	}
 
@@ -292,7 +270,7 @@ func TestReaderLostNotice(t *testing.T) {
 	w.want("m2", 2, "redis")
 	w.advance(time.Millisecond)
 	w.want("m2", 2, "redis") // memory was dropped: read again
-	if got := gathered(t, w.reg, "marketdata_read_notices_lost_total", nil); got != 1 {
+	if got := metrictest.Value(t, w.reg, "marketdata_read_notices_lost_total"); got != 1 {
 		t.Errorf("lost notices %v, want 1", got)
 	}
 	w.held("m2", 2)
@@ -340,7 +318,7 @@ func TestReaderCounterReset(t *testing.T) {
 	w.held("m1", v)
 	w.want("m2", v2, "redis")
 	w.want("m2", v2, "memory")
-	if got := gathered(t, w.reg, "marketdata_read_notices_lost_total", nil); got != 0 {
+	if got := metrictest.Value(t, w.reg, "marketdata_read_notices_lost_total"); got != 0 {
 		t.Errorf("lost notices %v after counter resets, want 0", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/marketdata/marketdata/internal/metrictest"
 	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/store"
 )
@@ -136,13 +137,13 @@ func TestReplicaOrder(t *testing.T) {
 // passes, the replica loads again and shows it.
 func TestReplicaGapReloads(t *testing.T) {
 	w := newReplicaWorld(t)
-	loads := gathered(t, w.reg, "marketdata_replica_loads_total", nil)
+	loads := metrictest.Value(t, w.reg, "marketdata_replica_loads_total")
 	v, _ := w.heldWrite("m1") // the notice is lost
 	w.eventually("the lost write to be shown", func() bool {
 		got, _, layer := w.from("m1", 0)
 		return got == v && layer == "replica"
 	})
-	if got := gathered(t, w.reg, "marketdata_replica_loads_total", nil); got <= loads {
+	if got := metrictest.Value(t, w.reg, "marketdata_replica_loads_total"); got <= loads {
 		t.Errorf("replica loads: %v before the lost notice, %v after: want a reload", loads, got)
 	}
 }
@@ -214,7 +215,7 @@ func TestReplicaFlushClears(t *testing.T) {
 // Redis, so a client that saw that write elsewhere never sees older here.
 func TestReplicaLateNotice(t *testing.T) {
 	w := newReplicaWorld(t)
-	loads := gathered(t, w.reg, "marketdata_replica_loads_total", nil)
+	loads := metrictest.Value(t, w.reg, "marketdata_replica_loads_total")
 	v, n := w.heldWrite("m1")
 	// The background poll sees the number; the test's clock passes the
 	// notice wait: the number is given up (a jump), not yet reloaded.
@@ -229,7 +230,7 @@ func TestReplicaLateNotice(t *testing.T) {
 		t.Fatalf("after the late notice: version %d from %s, want %d from the replica", got, layer, v)
 	}
 	time.Sleep(1200 * time.Millisecond) // past the late wait: nothing is overdue
-	if got := gathered(t, w.reg, "marketdata_replica_loads_total", nil); got != loads {
+	if got := metrictest.Value(t, w.reg, "marketdata_replica_loads_total"); got != loads {
 		t.Errorf("replica loads went from %v to %v: a late notice should not reload it", loads, got)
 	}
 }

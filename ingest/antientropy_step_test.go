@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/marketdata/marketdata/ingest"
+	"github.com/marketdata/marketdata/internal/metrictest"
 )
 
 // interleavingCache runs another worker's Step right after a worker read
@@ -78,7 +79,7 @@ func TestAntiEntropyStepCursorUnderLock(t *testing.T) {
 		checked += st.Checked
 	}
 	// 45 documents, 10 a page: 4 full pages, then a short one ends the walk.
-	for i := 0; metricValue(t, reg1, lastPassMetric) == 0 && metricValue(t, reg2, lastPassMetric) == 0; i++ {
+	for i := 0; metrictest.Value(t, reg1, lastPassMetric) == 0 && metrictest.Value(t, reg2, lastPassMetric) == 0; i++ {
 		if i == 20 {
 			t.Fatalf("the walk did not end in %d steps; positions written: %q", i, ic.set)
 		}

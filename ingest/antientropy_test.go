@@ -19,6 +19,7 @@ import (
 
 	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/ingest"
+	"github.com/marketdata/marketdata/internal/metrictest"
 	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/internal/redisx"
 	"github.com/marketdata/marketdata/internal/testenv"
@@ -171,13 +172,13 @@ func TestAntiEntropyRepairsLostWrites(t *testing.T) {
 	if !slices.Contains(n.Markets, "AE002-m1") || !slices.Contains(n.Trades, "AE004-m0") {
 		t.Errorf("notice: %+v, want markets AE002-m1 and trades AE004-m0", n)
 	}
-	if got := metricValue(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "market"); got != 2 {
+	if got := metrictest.Value(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "market"); got != 2 {
 		t.Errorf("repaired_total{kind=market}: got %v, want 2", got)
 	}
-	if got := metricValue(t, reg, "marketdata_ingest_antientropy_checked_total"); got < 40+80+80 {
+	if got := metrictest.Value(t, reg, "marketdata_ingest_antientropy_checked_total"); got < 40+80+80 {
 		t.Errorf("checked_total: got %v, want at least 200", got)
 	}
-	if metricValue(t, reg, lastPassMetric) == 0 {
+	if metrictest.Value(t, reg, lastPassMetric) == 0 {
 		t.Errorf("last pass timestamp not set")
 	}
 
@@ -208,7 +209,7 @@ func TestAntiEntropyStepsShareOneWalk(t *testing.T) {
 	// records the pass's end (Checked also counts trade windows, so it
 	// cannot tell).
 	walked := func() bool {
-		return metricValue(t, reg1, lastPassMetric) > 0 || metricValue(t, reg2, lastPassMetric) > 0
+		return metrictest.Value(t, reg1, lastPassMetric) > 0 || metrictest.Value(t, reg2, lastPassMetric) > 0
 	}
 	var mu sync.Mutex
 	var total ingest.PassStats
@@ -303,7 +304,7 @@ func TestAntiEntropyAfterClusterFailover(t *testing.T) {
 	var got map[string]string
 	for {
 		got = clusterDump(t, rdb, "md:")
-		if equalDumps(got, want) && metricValue(t, reg, lastPassMetric) > 0 {
+		if equalDumps(got, want) && metrictest.Value(t, reg, lastPassMetric) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -313,9 +314,9 @@ func TestAntiEntropyAfterClusterFailover(t *testing.T) {
 	}
 	diffDumps(t, got, want)
 	t.Logf("repaired events %v markets %v trades %v",
-		metricValue(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "event"),
-		metricValue(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "market"),
-		metricValue(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "trades"))
+		metrictest.Value(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "event"),
+		metrictest.Value(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "market"),
+		metrictest.Value(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "trades"))
 }
 
 func equalDumps(a, b map[string]string) bool {

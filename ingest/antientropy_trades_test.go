@@ -15,6 +15,7 @@ import (
 
 	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/ingest"
+	"github.com/marketdata/marketdata/internal/metrictest"
 	"github.com/marketdata/marketdata/internal/notice"
 	"github.com/marketdata/marketdata/store"
 )
@@ -156,7 +157,7 @@ func TestAntiEntropyTradesInFlight(t *testing.T) {
 			if st.TradeLists != 0 {
 				t.Errorf("trade lists repaired: got %d, want 0 (ingest was writing them); pass %+v", st.TradeLists, st)
 			}
-			if got := metricValue(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "trades"); got != 0 {
+			if got := metrictest.Value(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "trades"); got != 0 {
 				t.Errorf("repaired_total{kind=trades}: got %v, want 0", got)
 			}
 			checkTradeLists(t, e, markets)
@@ -234,7 +235,7 @@ func TestAntiEntropyNoTradeRepairsUnderFeed(t *testing.T) {
 	if total.TradeLists != 0 {
 		t.Errorf("trade lists repaired over %d passes under the feed: got %d, want 0", passes, total.TradeLists)
 	}
-	if got := metricValue(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "trades"); got != 0 {
+	if got := metrictest.Value(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "trades"); got != 0 {
 		t.Errorf("repaired_total{kind=trades}: got %v, want 0", got)
 	}
 	checkTradeLists(t, e, markets)
@@ -288,7 +289,7 @@ func TestAntiEntropyRepairsLostTradeLists(t *testing.T) {
 	if st.TradeLists != 3 || st.Repaired() != 3 {
 		t.Errorf("repaired: got %+v, want 3 trade lists and nothing else", st)
 	}
-	if got := metricValue(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "trades"); got != 3 {
+	if got := metrictest.Value(t, reg, "marketdata_ingest_antientropy_repaired_total", "kind", "trades"); got != 3 {
 		t.Errorf("repaired_total{kind=trades}: got %v, want 3", got)
 	}
 	checkTradeLists(t, e, []string{markets[0], markets[1], markets[2], markets[4]})

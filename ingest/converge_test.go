@@ -2,12 +2,8 @@ package ingest_test
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +14,7 @@ import (
 	"github.com/marketdata/marketdata/cache"
 	"github.com/marketdata/marketdata/ingest"
 	"github.com/marketdata/marketdata/ingest/feed"
+	"github.com/marketdata/marketdata/internal/servicetest"
 	"github.com/marketdata/marketdata/internal/testenv"
 )
 
@@ -174,63 +171,37 @@ func TestConvergeTwoWorkers(t *testing.T) {
 	e.verify(t, s)
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// binary builds cmd/marketdata once per test run.
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "mdbin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "marketdata")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/marketdata").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
 // startProcess runs `marketdata ingest` as a child process on the test's
-// database, prefix and streams.
-func (e *env) startProcess(t *testing.T, name string) *exec.Cmd {
+// database, prefix and streams, and waits until its /readyz answers 200;
+// the test's end stops it (SIGTERM), and a failed test shows its log.
+func (e *env) startProcess(t *testing.T, name string) *servicetest.Proc {
 	t.Helper()
-	cmd := exec.Command(binary(t), "ingest",
-		"--stream", e.cfg.Stream, "--subject-prefix", e.cfg.SubjectPrefix,
-		"--dlq-stream", e.cfg.DLQStream, "--dlq-prefix", e.cfg.DLQPrefix,
-		"--notice-subject", e.cfg.NoticeSubject, "--consumer", e.cfg.Consumer,
-		"--batch-size", "200", "--ack-wait", "3s")
-	cmd.Env = append(os.Environ(),
-		"MD_DATABASE_URL="+e.dsn, "MD_REDIS_PREFIX="+e.prefix, "MD_ADMIN_ADDR=127.0.0.1:0",
-		"MD_REDIS_URL="+testenv.RedisURL, "MD_NATS_URL="+testenv.NATSURL,
-	)
-	log, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
+	var log testenv.LogBuffer
+	p, err := servicetest.StartProc(servicetest.ProcOptions{
+		Name: name, Bin: servicetest.Binary(t), Log: &log,
+		Args: []string{"ingest",
+			"--stream", e.cfg.Stream, "--subject-prefix", e.cfg.SubjectPrefix,
+			"--dlq-stream", e.cfg.DLQStream, "--dlq-prefix", e.cfg.DLQPrefix,
+			"--notice-subject", e.cfg.NoticeSubject, "--consumer", e.cfg.Consumer,
+			"--batch-size", "200", "--ack-wait", "3s"},
+		Env: append(os.Environ(),
+			"MD_DATABASE_URL="+e.dsn, "MD_REDIS_PREFIX="+e.prefix, "MD_ADMIN_ADDR=127.0.0.1:0",
+			"MD_REDIS_URL="+testenv.RedisURL, "MD_NATS_URL="+testenv.NATSURL,
+		),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited already (killed by the test)
-		cmd.Wait()                          //nolint:errcheck // how it exited is not under test; its log is shown on failure
+		p.Stop(syscall.SIGTERM, time.Minute) //nolint:errcheck // how it exited is not under test (the victim was killed); its log is shown on failure
 		if t.Failed() {
-			b, _ := os.ReadFile(log.Name())
-			t.Logf("%s log:\n%.3000s", name, b)
+			t.Logf("%s log:\n%.3000s", name, log.String())
 		}
 	})
-	return cmd
+	if err := p.Start(context.Background(), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // waitAcked waits until the consumer's ack floor reaches stream sequence n.
@@ -267,10 +238,10 @@ func TestSIGKILLMidStream(t *testing.T) {
 	}()
 	// Mid-stream: the two have applied a sixth of it, the rest is coming.
 	e.waitAcked(t, uint64(len(s.msgs)/6), 30*time.Second)
-	if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := victim.Alive(); err != nil {
 		t.Fatal(err)
 	}
-	victim.Wait() //nolint:errcheck // killed on purpose: Wait reports the SIGKILL
+	victim.Stop(syscall.SIGKILL, time.Minute) //nolint:errcheck // killed on purpose: the exit status reports the SIGKILL
 	e.startProcess(t, "restarted")
 	<-done
 	// Messages the victim held wait for their ack deadline (3 s here).

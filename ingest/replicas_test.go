@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/marketdata/marketdata/ingest"
+	"github.com/marketdata/marketdata/internal/metrictest"
 	"github.com/marketdata/marketdata/internal/testenv"
 )
 
@@ -109,10 +110,10 @@ func TestStreamShortOfReplicas(t *testing.T) {
 		if want := "stream " + stream + " has 1 of 3 replicas"; !strings.Contains(degraded, want) {
 			t.Errorf("StreamHealth text: got %q, want it to contain %q", degraded, want)
 		}
-		if got := metricValue(t, reg, "marketdata_ingest_stream_replicas", "stream", stream); got != 1 {
+		if got := metrictest.Value(t, reg, "marketdata_ingest_stream_replicas", "stream", stream); got != 1 {
 			t.Errorf("marketdata_ingest_stream_replicas{stream=%s}: got %v, want 1", stream, got)
 		}
-		if got := metricValue(t, reg, "marketdata_ingest_stream_replicas_wanted", "stream", stream); got != 3 {
+		if got := metrictest.Value(t, reg, "marketdata_ingest_stream_replicas_wanted", "stream", stream); got != 3 {
 			t.Errorf("marketdata_ingest_stream_replicas_wanted{stream=%s}: got %v, want 3", stream, got)
 		}
 	}

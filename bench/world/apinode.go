@@ -19,6 +19,7 @@ var benchPepper = strings.Repeat("p", 32)
 // one account and key.
 type APINode struct {
 	*Child
+	// Addr is the API's host:port, the one the node bound on port 0.
 	Addr   string
 	Secret string
 }
@@ -107,25 +108,23 @@ func createBenchKey(ctx context.Context, st *store.Store, name string) (string, 
 // following the sandbox's change notices, with a rate limit no benchmark
 // reaches; its Secret is left empty.
 func StartAPIChild(ctx context.Context, o *Options, sb *Sandbox, dsn, logPath string, env ...string) (*APINode, error) {
-	addr, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
 	args := []string{"api", "--notice-subject", sb.Ingest.NoticeSubject}
 	if !o.Usage {
 		args = append(args, "--usage=false")
 	}
-	child, err := StartChild(ctx, o.Bin, args, append([]string{
-		"MD_HTTP_ADDR=" + addr, "MD_DATABASE_URL=" + dsn, "MD_REDIS_URL=" + o.RedisURL,
+	// Port 0: the node binds a port of the kernel's choosing and logs it,
+	// so no other process can take it between a pick and the bind.
+	child, err := startChild(ctx, o.Bin, args, append([]string{
+		"MD_HTTP_ADDR=127.0.0.1:0", "MD_DATABASE_URL=" + dsn, "MD_REDIS_URL=" + o.RedisURL,
 		"MD_REDIS_PREFIX=" + sb.Prefix, "MD_NATS_URL=" + o.NATSURL,
 		"MD_KEY_PEPPER=" + benchPepper, "MD_CURSOR_SECRET=" + strings.Repeat("c", 32),
 		// The window runs on every request, but must not refuse the load.
 		"MD_RATE_LIMIT=1000000000", "MD_RATE_WINDOW=3600s",
-	}, env...), logPath)
+	}, env...), logPath, true)
 	if err != nil {
 		return nil, fmt.Errorf("start api: %w", err)
 	}
-	return &APINode{Child: child, Addr: addr}, nil
+	return &APINode{Child: child, Addr: child.proc.HTTP}, nil
 }
 
 // Get fetches path once with the node's key and returns the body.

@@ -31,8 +31,14 @@ type Child struct {
 // StartChild runs bin with args and env added to ours, and waits until its
 // /readyz answers 200.
 func StartChild(ctx context.Context, bin string, args, env []string, logPath string) (*Child, error) {
+	return startChild(ctx, bin, args, env, logPath, false)
+}
+
+// startChild is StartChild; withHTTP says the child serves the API and
+// logs the address it bound, which its proc's HTTP holds then.
+func startChild(ctx context.Context, bin string, args, env []string, logPath string, withHTTP bool) (*Child, error) {
 	p, err := servicetest.StartProc(servicetest.ProcOptions{
-		Name: "child " + args[0], Bin: bin, Args: args, LogPath: logPath,
+		Name: "child " + args[0], Bin: bin, Args: args, LogPath: logPath, HTTP: withHTTP,
 		Env: append(append(os.Environ(), env...), "MD_ADMIN_ADDR=127.0.0.1:0"),
 	})
 	if err != nil {
@@ -44,7 +50,10 @@ func StartChild(ctx context.Context, bin string, args, env []string, logPath str
 	return &Child{Admin: p.Admin, LogPath: logPath, proc: p, http: &http.Client{Timeout: 5 * time.Second}}, nil
 }
 
-// FreePort picks a loopback port that is free now; the child binds it soon after.
+// FreePort picks a loopback port that is free now; the child binds it soon
+// after. It serves the children that take an address and do not report the
+// port they bound: the baseline's bare server and the stream anchor. The
+// binary under test binds port 0 and logs its addresses (startChild).
 func FreePort() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -20,6 +20,12 @@ import (
 	"github.com/marketdata/marketdata/store"
 )
 
+// freeAddr is a loopback address nobody listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	return testenv.ClosedPort(t) // below the ephemeral range (testenv.FreePort)
+}
+
 // devArgs are the arguments of a dev run on the test's own streams.
 func devArgs(names testenv.Streams, state string) []string {
 	return []string{"dev", "--state", state, "--events", "3", "--rate", "5",

@@ -9,30 +9,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/marketdata/marketdata/internal/servicetest"
 	"github.com/marketdata/marketdata/internal/testenv"
 )
-
-// freeAddr is a loopback address nobody listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	return testenv.ClosedPort(t) // below the ephemeral range (testenv.FreePort)
-}
-
-// buildBinary builds this command into a temporary directory.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "marketdata")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // edgeAsk sends one request on c and reads its answer within wait.
 func edgeAsk(c net.Conn, br *bufio.Reader, wait time.Duration) (int, error) {
@@ -64,11 +48,11 @@ type edgeClient struct {
 // once the node logs that it ran out of file descriptors (the client waits
 // for one), false when the answer comes first (it was slow). It fails the
 // test when neither happens within 30 s.
-func edgeWaiting(t *testing.T, cl edgeClient, stderr *testenv.LogBuffer) bool {
+func edgeWaiting(t *testing.T, cl edgeClient, logs *testenv.LogBuffer) bool {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if strings.Contains(stderr.String(), "out of file descriptors") {
+		if strings.Contains(logs.String(), "out of file descriptors") {
 			return true
 		}
 		_, err := edgeRead(cl.c, cl.br, 200*time.Millisecond)
@@ -99,55 +83,34 @@ func TestAPISurvivesFileExhaustion(t *testing.T) {
 	if _, err := run(t, map[string]string{"MD_DATABASE_URL": dsn}, "migrate"); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildBinary(t)
-	httpAddr, adminAddr := freeAddr(t), freeAddr(t)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, prlimit, "--nofile=256:256", bin, "api")
-	cmd.Env = append(os.Environ(),
-		"MD_DATABASE_URL="+dsn, "MD_REDIS_PREFIX="+prefix, "MD_NATS_URL="+testenv.NATSURL,
-		"MD_REDIS_URL="+testenv.RedisURL, "MD_HTTP_ADDR="+httpAddr, "MD_ADMIN_ADDR="+adminAddr,
-		"MD_CURSOR_SECRET="+strings.Repeat("c", 32), "MD_KEY_PEPPER="+strings.Repeat("p", 32))
-	var stderr testenv.LogBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	// The test binary runs as the CLI (TestMain) under prlimit; both ports
+	// are the kernel's choice, read back from the node's log.
+	var logs testenv.LogBuffer
+	p, err := servicetest.StartProc(servicetest.ProcOptions{
+		Name: "api", Bin: os.Args[0], Args: []string{"api"}, Log: &logs, HTTP: true,
+		Wrap: []string{prlimit, "--nofile=256:256"},
+		Env: append(os.Environ(), drillMainEnv+"=1",
+			"MD_DATABASE_URL="+dsn, "MD_REDIS_PREFIX="+prefix, "MD_NATS_URL="+testenv.NATSURL,
+			"MD_REDIS_URL="+testenv.RedisURL, "MD_HTTP_ADDR=127.0.0.1:0", "MD_ADMIN_ADDR=127.0.0.1:0",
+			"MD_CURSOR_SECRET="+strings.Repeat("c", 32), "MD_KEY_PEPPER="+strings.Repeat("p", 32)),
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	var clients []edgeClient
 	t.Cleanup(func() {
 		for _, c := range clients {
 			c.c.Close()
 		}
-		cancel()
-		<-exited //nolint:errcheck // cancel kills it: Wait reports the kill
+		p.Stop(syscall.SIGKILL, time.Minute) //nolint:errcheck // killed on purpose: the exit status reports the kill
 		if t.Failed() {
-			t.Logf("api stderr:\n%.4000s", stderr.String())
+			t.Logf("api output:\n%.4000s", logs.String())
 		}
 	})
-
-	// Wait for the node to answer.
-	ready := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.Dial("tcp", httpAddr)
-		if err == nil {
-			_, err = edgeAsk(c, bufio.NewReader(c), 5*time.Second)
-			c.Close()
-			if err == nil {
-				break
-			}
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("api exited before serving: %v", err)
-		default:
-		}
-		if time.Now().After(ready) {
-			t.Fatalf("api not answering on %s after 30 s", httpAddr)
-		}
-		time.Sleep(50 * time.Millisecond) // polling for the node to come up
+	if err := p.Start(context.Background(), 30*time.Second); err != nil {
+		t.Fatal(err)
 	}
+	httpAddr := p.HTTP
 
 	// Keep-alive clients until the node stops answering new ones.
 	var waiting *edgeClient
@@ -164,7 +127,7 @@ func TestAPISurvivesFileExhaustion(t *testing.T) {
 			}
 			// No answer in 2 s: waiting for a descriptor, or only slow on
 			// two busy cores. It waits once the node says it ran out.
-			if edgeWaiting(t, cl, &stderr) {
+			if edgeWaiting(t, cl, &logs) {
 				waiting = &clients[len(clients)-1]
 			}
 		}
@@ -172,12 +135,10 @@ func TestAPISurvivesFileExhaustion(t *testing.T) {
 	if waiting == nil {
 		t.Fatalf("400 clients under a 256-descriptor limit all served")
 	}
-	select {
-	case err := <-exited:
-		t.Fatalf("api exited with %d clients open: %v", len(clients), err)
-	default:
+	if err := p.Alive(); err != nil {
+		t.Fatalf("api with %d clients open: %v", len(clients), err)
 	}
-	if !strings.Contains(stderr.String(), "out of file descriptors") {
+	if !strings.Contains(logs.String(), "out of file descriptors") {
 		t.Errorf("no log line about running out of file descriptors")
 	}
 
@@ -197,9 +158,7 @@ func TestAPISurvivesFileExhaustion(t *testing.T) {
 	if err != nil || status != http.StatusNotFound {
 		t.Fatalf("new client after some closed: %d, %v; want 404", status, err)
 	}
-	select {
-	case err := <-exited:
-		t.Fatalf("api exited: %v", err)
-	default:
+	if err := p.Alive(); err != nil {
+		t.Fatal(err)
 	}
 }

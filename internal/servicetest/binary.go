@@ -8,10 +8,12 @@
 // nodes on their ports.
 //
 // Its Proc (StartProc) is the one way anything starts the binary as a
-// child process: Service's nodes, the cluster suite, the drills and the
-// mdbench benchmarks all use it. Everything else is imported by tests only. Under -short every Start skips the test
-// (testenv.Integration); a missing service skips it outside CI and fails it
-// with CI=true (testenv.Unavailable).
+// child process: Service's nodes, the cluster suite, the drills, ingest's
+// SIGKILL test, the edge test (under prlimit, ProcOptions.Wrap) and the
+// mdbench benchmarks all use it. Everything else is imported by tests
+// only. Under -short every Start skips the test (testenv.Integration); a
+// missing service skips it outside CI and fails it with CI=true
+// (testenv.Unavailable).
 package servicetest
 
 import (

@@ -21,6 +21,12 @@ type ProcOptions struct {
 	// Bin is the marketdata binary (or a test binary that runs as it).
 	Bin  string
 	Args []string
+	// Wrap, when set, is a command and its first arguments that run Bin
+	// with Args (`prlimit --nofile=256:256`): the child is Wrap[0] with
+	// Wrap[1:], Bin and Args. The wrapper must exec Bin in its own process,
+	// as prlimit and env do, so that Pid, signals and the death signal reach
+	// the binary itself.
+	Wrap []string
 	// Env is the process's whole environment (nil: this process's own).
 	// MD_ADMIN_ADDR and MD_HTTP_ADDR of 127.0.0.1:0 let the kernel choose
 	// the ports: WaitListening reads them back from the log.
@@ -82,7 +88,8 @@ func StartProc(o ProcOptions) (*Proc, error) {
 		out = append(out, f)
 	}
 	w := io.MultiWriter(out...)
-	p.cmd = exec.Command(o.Bin, o.Args...)
+	argv := append(append(append([]string(nil), o.Wrap...), o.Bin), o.Args...)
+	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Env = o.Env
 	p.cmd.Stdout, p.cmd.Stderr = w, w
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -3,6 +3,7 @@ package servicetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,6 +68,19 @@ func TestProcExitBeforeListening(t *testing.T) {
 	}
 	if err := p.Start(context.Background(), time.Second); err == nil {
 		t.Fatal("Start of an exited process: nil")
+	}
+}
+
+// TestProcWrap: the binary runs under the wrapper, with its arguments, in
+// the wrapper's process (env execs it: Pid is the binary's).
+func TestProcWrap(t *testing.T) {
+	p := shProc(t, `echo "wrapped=$WRAPPED pid=$$"; echo '{"msg":"admin listening","addr":"127.0.0.1:1111"}'
+while :; do sleep 0.05; done`, ProcOptions{Wrap: []string{"env", "WRAPPED=yes"}})
+	if err := p.WaitListening(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("wrapped=yes pid=%d\n", p.Pid()); !strings.Contains(p.Tail(), want) {
+		t.Fatalf("output %q, want %q", p.Tail(), want)
 	}
 }
 
