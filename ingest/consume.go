@@ -26,10 +26,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	// A pull the server no longer holds (seen once in two 300,000-update
 	// runs: "no heartbeat received", 30 s without a message) is found by
-	// its missing heartbeats: every 2 s here, so within 4 s, where the
-	// library's defaults (30 s pulls, 15 s heartbeats) took 30.
+	// its missing heartbeats: every 5 s here, so within 10 s, where the
+	// library's defaults (30 s pulls, 15 s heartbeats) took 30. Not much
+	// sooner: a heartbeat that only arrives late (a starved process) makes
+	// the library pull again beside the pull still being served, and the
+	// two can deliver more than the iterator's buffer of PullMaxMessages
+	// holds. The rest is dropped ("slow consumer") and waits for AckWait:
+	// with 2 s heartbeats, a test suite running beside two others stalled
+	// ingest that way (docs/notes.md).
 	iter, err := cons.Messages(jetstream.PullMaxMessages(2*w.cfg.BatchSize),
-		jetstream.PullExpiry(10*time.Second), jetstream.PullHeartbeat(2*time.Second))
+		jetstream.PullExpiry(20*time.Second), jetstream.PullHeartbeat(5*time.Second))
 	if err != nil {
 		return fmt.Errorf("ingest: pull from %s: %w", w.cfg.Consumer, err)
 	}

@@ -131,10 +131,14 @@ func (e *env) waitDrained(t *testing.T, timeout time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(timeout)
+	var pending, ackPending uint64
 	for {
 		info, err := e.js.Consumer(ctx, e.cfg.Stream, e.cfg.Consumer)
 		if err == nil {
 			ci, err := info.Info(ctx)
+			if err == nil {
+				pending, ackPending = ci.NumPending, uint64(ci.NumAckPending)
+			}
 			if err == nil && ci.NumPending == 0 && ci.NumAckPending == 0 && ci.Delivered.Stream > 0 {
 				s, err := e.js.Stream(ctx, e.cfg.Stream)
 				if err == nil && s.CachedInfo().State.LastSeq <= ci.AckFloor.Stream {
@@ -143,7 +147,7 @@ func (e *env) waitDrained(t *testing.T, timeout time.Duration) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("consumer not drained within %s", timeout)
+			t.Fatalf("consumer not drained within %s: %d messages pending, %d delivered and not acknowledged", timeout, pending, ackPending)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

