@@ -45,19 +45,10 @@ type quoteItem struct {
 	Inverted  bool     `json:"inverted,omitempty"`
 }
 
-func invertRef(p *float64) *float64 {
-	if p == nil {
-		return nil
-	}
-	v := store.InvertPrice(*p)
-	return &v
-}
-
-// inverted is a complement venue's quote in the market's terms: its bid is
-// 1 − the venue's ask, its ask 1 − its bid (a side the venue leaves empty
-// leaves the other side empty), its last 1 − its last.
+// inverted is a complement venue's quote as served (store.Quote.Invert).
 func inverted(q store.Quote) quoteItem {
-	return quoteItem{Bid: invertRef(q.Ask), Ask: invertRef(q.Bid), Last: invertRef(q.Last), Volume24h: q.Volume24h, Inverted: true}
+	i := q.Invert()
+	return quoteItem{Bid: i.Bid, Ask: i.Ask, Last: i.Last, Volume24h: i.Volume24h, Inverted: true}
 }
 
 // shownQuotes returns a price's quotes as served, and the best bid and ask

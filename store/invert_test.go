@@ -39,3 +39,11 @@ func TestInvertPrice(t *testing.T) {
 		}
 	}
 }
+
+func TestQuoteInvert(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	got := store.Quote{Bid: f(0.62), Ask: nil, Last: f(0.7), Volume24h: 5}.Invert()
+	if got.Bid != nil || got.Ask == nil || *got.Ask != 0.38 || got.Last == nil || *got.Last != 0.3 || got.Volume24h != 5 {
+		t.Errorf("Invert: got bid %v ask %v last %v volume %v, want nil 0.38 0.3 5", got.Bid, got.Ask, got.Last, got.Volume24h)
+	}
+}
