@@ -37,7 +37,7 @@ func newWorld(t *testing.T) *world {
 	// Match metadata: w-e002 and its market w-e002-c1, whose venue_b is a
 	// complement venue (its quote and trade are shown inverted).
 	e2 := w.Events[1]
-	e2.UpdatedAt, e2.Matches = time.Time{}, map[string]servicetest.Match{
+	e2.Version, e2.UpdatedAt, e2.Matches = 0, time.Time{}, map[string]servicetest.Match{
 		"venue_a": {Relation: "identity", Confidence: 0.97, Method: "rules"}, "venue_b": {Relation: "complement", Confidence: 0.8, Method: "model"}}
 	s.PutEvent(e2)
 	s.PutMarket(&servicetest.Market{ID: "w-e002-c1", EventID: "w-e002", Venues: map[string]string{"venue_a": "A-c1", "venue_b": "b-c1"},
@@ -198,7 +198,9 @@ func TestRoutes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m := ev.Matches; len(m) != 2 || m[client.VenueA] == nil || *m[client.VenueA] != (client.Match{Relation: client.RelationIdentity, Confidence: 0.97, Method: "rules"}) ||
+		// w-e002 has ids on venue_a, venue_b and venue_c; no metadata on venue_c.
+		m := ev.Matches
+		if _, hasC := m[client.VenueC]; len(m) != 3 || !hasC || m[client.VenueC] != nil || m[client.VenueA] == nil || *m[client.VenueA] != (client.Match{Relation: client.RelationIdentity, Confidence: 0.97, Method: "rules"}) ||
 			m[client.VenueB] == nil || m[client.VenueB].Relation != client.RelationComplement {
 			t.Fatalf("event matches: got %v", m)
 		}
