@@ -284,7 +284,8 @@ func (m *rtModel) search(q string, limit int) []string {
 // marketItem is a market as an event read lists it.
 func (m *rtModel) marketItem(mk *ingest.MarketMsg) map[string]any {
 	it := map[string]any{"universal_id": *mk.UniversalID, "event_id": *mk.EventID, "title": *mk.Title,
-		"status": *mk.Status, "venues": mk.Venues}
+		"status": *mk.Status, "venues": mk.Venues,
+		"matches": rtMatches(mk.Matches, func(i int) bool { _, ok := mk.Venues[rtVenueNames[i]]; return ok })}
 	if *mk.Status == "resolved" {
 		it["resolved_at"], it["result"] = rtUTC(*mk.ResolvedAt), *mk.Result
 	}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,11 +61,11 @@ func (m *rtModel) record(kind, id string, data []byte) {
 // Key orders of the contract's objects (§3).
 var (
 	rtSummaryKeys = []string{"universal_id", "title", "category", "status", "venue_a_event_ticker",
-		"venue_b_event_slug", "venue_c_event_id", "venue_d_event_id", "venue_count", "volume", "updated_at"}
+		"venue_b_event_slug", "venue_c_event_id", "venue_d_event_id", "venue_count", "volume", "updated_at", "matches"}
 	rtEventKeys  = append(slices.Clone(rtSummaryKeys), "markets", "recently_resolved")
-	rtMarketKeys = []string{"universal_id", "event_id", "title", "status", "venues", "resolved_at", "result"}
+	rtMarketKeys = []string{"universal_id", "event_id", "title", "status", "venues", "resolved_at", "result", "matches"}
 	rtPriceKeys  = []string{"market_id", "event_id", "status", "quotes", "best_bid", "best_ask", "version", "updated_at"}
-	rtTradeKeys  = []string{"trade_id", "market_id", "venue", "price", "size", "side", "ts"}
+	rtTradeKeys  = []string{"trade_id", "market_id", "venue", "price", "size", "side", "ts", "inverted"}
 )
 
 // rtNorm turns a value into what decoding its JSON gives.
@@ -115,7 +116,8 @@ func (m *rtModel) summary(id string) map[string]any {
 	return rtNorm(map[string]any{"universal_id": id, "title": *e.Title, "category": *e.Category,
 		"status": *e.Status, "venue_a_event_ticker": e.VenueAEventTicker, "venue_b_event_slug": e.VenueBEventSlug,
 		"venue_c_event_id": e.VenueCEventID, "venue_d_event_id": e.VenueDEventID,
-		"venue_count": rtVenueCount(e), "volume": *e.Volume, "updated_at": rtUTC(*e.UpdatedAt)})
+		"venue_count": rtVenueCount(e), "volume": *e.Volume, "updated_at": rtUTC(*e.UpdatedAt),
+		"matches": rtMatches(e.Matches, func(i int) bool { return rtVenues(e)[i] != nil })})
 }
 
 // rtFilter is an /events filter; zero fields do not filter.
@@ -355,4 +357,43 @@ func waitRoomInWindow(t *testing.T, w *world, win, need time.Duration) {
 	if left := time.Duration(wms-ms%wms) * time.Millisecond; left < need {
 		time.Sleep(left + 5*time.Millisecond) // the window boundary itself is what the test waits for
 	}
+}
+
+var rtVenueNames = []string{"venue_a", "venue_b", "venue_c", "venue_d"}
+
+// rtMatches is a document's expected matches (contract §3): for each venue
+// it has an id on, the published entry or null.
+func rtMatches(ms ingest.MatchesMsg, has func(i int) bool) map[string]any {
+	out := map[string]any{}
+	for i, v := range rtVenueNames {
+		if !has(i) {
+			continue
+		}
+		if e := ms[v]; e != nil {
+			out[v] = map[string]any{"relation": *e.Relation, "confidence": *e.Confidence, "method": *e.Method}
+		} else {
+			out[v] = nil
+		}
+	}
+	return out
+}
+
+// relation is the published relation of a market with a venue; "" for none.
+func (m *rtModel) relation(marketID, venue string) string {
+	if mk := m.markets[marketID]; mk != nil && mk.Matches[venue] != nil {
+		return *mk.Matches[venue].Relation
+	}
+	return ""
+}
+
+// rtInvert is 1 − p to nine decimals, as a decimal (nil stays nil).
+func rtInvert(p *float64) *float64 {
+	if p == nil {
+		return nil
+	}
+	v, err := strconv.ParseFloat(strconv.FormatFloat(1-*p, 'f', 9, 64), 64)
+	if err != nil {
+		panic(err)
+	}
+	return &v
 }

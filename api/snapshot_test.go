@@ -150,15 +150,29 @@ func (m *rtModel) price(id string) (map[string]any, bool) {
 		return nil, false
 	}
 	var bid, ask *float64
-	for _, q := range p.Quotes {
-		if q.Bid != nil && (bid == nil || *q.Bid > *bid) {
-			bid = q.Bid
+	quotes := map[string]any{}
+	for v, q := range p.Quotes {
+		// A complement venue's quote in the market's terms; the best prices
+		// leave out subset, superset and overlap venues (contract §3).
+		rel := m.relation(id, v)
+		qb, qa := q.Bid, q.Ask
+		shown := map[string]any{"bid": q.Bid, "ask": q.Ask, "last": q.Last, "volume_24h": *q.Volume24h}
+		if rel == "complement" {
+			qb, qa = rtInvert(q.Ask), rtInvert(q.Bid)
+			shown = map[string]any{"bid": qb, "ask": qa, "last": rtInvert(q.Last), "volume_24h": *q.Volume24h, "inverted": true}
 		}
-		if q.Ask != nil && (ask == nil || *q.Ask < *ask) {
-			ask = q.Ask
+		quotes[v] = shown
+		if rel != "" && rel != "identity" && rel != "complement" {
+			continue
+		}
+		if qb != nil && (bid == nil || *qb > *bid) {
+			bid = qb
+		}
+		if qa != nil && (ask == nil || *qa < *ask) {
+			ask = qa
 		}
 	}
 	mk := m.markets[id]
 	return rtNorm(map[string]any{"market_id": id, "event_id": *mk.EventID, "status": *mk.Status,
-		"quotes": p.Quotes, "best_bid": bid, "best_ask": ask, "version": *p.Version, "updated_at": rtUTC(*p.TS)}), true
+		"quotes": quotes, "best_bid": bid, "best_ask": ask, "version": *p.Version, "updated_at": rtUTC(*p.TS)}), true
 }

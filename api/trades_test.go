@@ -75,8 +75,12 @@ func (m *rtModel) tradeList(id string) []map[string]any {
 	})
 	out := []map[string]any{}
 	for _, t := range ts {
-		out = append(out, rtNorm(map[string]any{"trade_id": *t.TradeID, "market_id": id, "venue": *t.Venue,
-			"price": *t.Price, "size": *t.Size, "side": *t.Side, "ts": rtUTC(*t.TS)}))
+		it := map[string]any{"trade_id": *t.TradeID, "market_id": id, "venue": *t.Venue,
+			"price": *t.Price, "size": *t.Size, "side": *t.Side, "ts": rtUTC(*t.TS)}
+		if m.relation(id, *t.Venue) == "complement" {
+			it["price"], it["inverted"] = *rtInvert(t.Price), true
+		}
+		out = append(out, rtNorm(it))
 	}
 	return out
 }

@@ -6,7 +6,8 @@
 //	P{e:<event>}        hash  g=revision, b=event read body | m=merged_into
 //	P{m:<market>}       hash  g=revision, s="1" when served, b=price item,
 //	                          q=the change number of the write (0/absent:
-//	                          a rebuild's)
+//	                          a rebuild's), i=the venues whose trades are
+//	                          shown inverted (absent: none)
 //	P{m:<market>}:t     zset  newest ≤200 trades, score = ts in µs, member = trade JSON
 //	P{i}:g              hash  event → revision of its listing entry
 //	P{i}:s              hash  event → summary JSON (served active events only)
@@ -140,6 +141,9 @@ func (c *Cache) queueMarket(ctx context.Context, p redis.Pipeliner, d MarketDocu
 	}
 	if d.Body != nil {
 		args = append(args, "b", d.Body)
+	}
+	if d.Inverted != "" {
+		args = append(args, "i", d.Inverted)
 	}
 	putDoc.EvalSha(ctx, p, []string{c.MarketKey(d.ID)}, args...)
 }

@@ -26,10 +26,12 @@ func (r *Reader) Trades(ctx context.Context, id string, limit int) ([][]byte, er
 	}
 	var mcmd *redis.SliceCmd
 	var tcmd *redis.StringSliceCmd
+	var icmd *redis.StringCmd
 	var okcmd *redis.IntCmd
 	v := r.roundTrip(ctx, func(p redis.Pipeliner) {
 		mcmd = r.cache.QueueMarket(p, id)
 		tcmd = r.cache.QueueTrades(p, id, limit)
+		icmd = r.cache.QueueInverted(p, id)
 		okcmd = r.cache.QueueComplete(p)
 	})
 	// unanswered: Redis did not answer (not worth a repair), as opposed to
@@ -55,15 +57,16 @@ func (r *Reader) Trades(ctx context.Context, id string, limit int) ([][]byte, er
 			return nil, ErrNotServed
 		}
 		vals, terr := tcmd.Result()
-		if terr == nil {
+		inverted, ierr := ParseInverted(icmd)
+		if terr == nil && ierr == nil {
 			items := make([][]byte, len(vals))
 			for i, s := range vals {
 				items[i] = []byte(s)
 			}
 			r.count(resTrades, layerRedis, 1)
-			return items, nil
+			return invertTrades(items, inverted), nil
 		}
-		err, unanswered = terr, true
+		err, unanswered = errors.Join(terr, ierr), true
 	}
 	docs, serr := r.store.MarketDocsByID(ctx, []string{id})
 	if serr != nil {
@@ -88,7 +91,8 @@ func (r *Reader) Trades(ctx context.Context, id string, limit int) ([][]byte, er
 	r.count(resTrades, layerStore, 1)
 	items := make([][]byte, 0, min(limit, len(trades)))
 	for i := range trades[:min(limit, len(trades))] {
-		items = append(items, RenderTrade(&trades[i]))
+		t := &trades[i]
+		items = append(items, renderTradeAs(t, tradeInverted(d.Market, t.Venue)))
 	}
 	if !unanswered {
 		r.repair(nil, docs, trades)

@@ -52,6 +52,9 @@ type MarketDocument struct {
 	Served bool
 	// Body is the price item; nil when the market is not served or has no price.
 	Body []byte
+	// Inverted names the venues whose trades the market shows inverted
+	// (invertedVenues); "" when none.
+	Inverted string
 }
 
 type eventSummary struct {
@@ -66,6 +69,8 @@ type eventSummary struct {
 	VenueCount        int     `json:"venue_count"`
 	Volume            float64 `json:"volume"`
 	UpdatedAt         string  `json:"updated_at"`
+	// Matches: see venueMatches.
+	Matches map[string]*store.Match `json:"matches"`
 }
 
 type eventRead struct {
@@ -82,17 +87,21 @@ type marketItem struct {
 	Venues      map[string]string `json:"venues"`
 	ResolvedAt  *string           `json:"resolved_at,omitempty"`
 	Result      *string           `json:"result,omitempty"`
+	// Matches: see venueMatches.
+	Matches map[string]*store.Match `json:"matches"`
 }
 
 type priceItem struct {
-	MarketID  string                 `json:"market_id"`
-	EventID   string                 `json:"event_id"`
-	Status    string                 `json:"status"`
-	Quotes    map[string]store.Quote `json:"quotes"`
-	BestBid   *float64               `json:"best_bid"`
-	BestAsk   *float64               `json:"best_ask"`
-	Version   int64                  `json:"version"`
-	UpdatedAt string                 `json:"updated_at"`
+	MarketID string `json:"market_id"`
+	EventID  string `json:"event_id"`
+	Status   string `json:"status"`
+	// Quotes is the stored map[string]store.Quote, or a map[string]quoteItem
+	// when a venue is shown inverted (shownQuotes).
+	Quotes    any      `json:"quotes"`
+	BestBid   *float64 `json:"best_bid"`
+	BestAsk   *float64 `json:"best_ask"`
+	Version   int64    `json:"version"`
+	UpdatedAt string   `json:"updated_at"`
 }
 
 type tradeItem struct {
@@ -103,6 +112,8 @@ type tradeItem struct {
 	Size     float64 `json:"size"`
 	Side     string  `json:"side"`
 	TS       string  `json:"ts"`
+	// Inverted marks a complement venue's trade, shown at 1 − price.
+	Inverted bool `json:"inverted,omitempty"`
 }
 
 // FormatTime is the wire form of every time: RFC 3339 in UTC.
@@ -129,6 +140,7 @@ func summaryOf(e *store.Event) eventSummary {
 		VenueAEventTicker: e.VenueIDs[0], VenueBEventSlug: e.VenueIDs[1],
 		VenueCEventID: e.VenueIDs[2], VenueDEventID: e.VenueIDs[3],
 		VenueCount: e.VenueCount(), Volume: e.Volume, UpdatedAt: FormatTime(e.UpdatedAt),
+		Matches: eventMatches(e),
 	}
 }
 
@@ -144,6 +156,7 @@ func itemOf(m *store.Market) marketItem {
 	if it.Venues == nil {
 		it.Venues = map[string]string{}
 	}
+	it.Matches = marketMatches(m)
 	return it
 }
 
@@ -245,35 +258,31 @@ func (r Rules) MarketServed(d store.MarketDoc) bool {
 
 // RenderMarket renders a market's price item.
 func (r Rules) RenderMarket(d store.MarketDoc) MarketDocument {
-	out := MarketDocument{ID: d.ID, Rev: d.Rev, Served: r.MarketServed(d)}
+	out := MarketDocument{ID: d.ID, Rev: d.Rev, Served: r.MarketServed(d), Inverted: invertedVenues(d.Market)}
 	if !out.Served || d.Price == nil {
 		return out
 	}
 	p := priceItem{
-		MarketID: d.ID, EventID: d.Market.EventID, Status: d.Market.Status, Quotes: d.Price.Quotes,
+		MarketID: d.ID, EventID: d.Market.EventID, Status: d.Market.Status,
 		Version: d.Price.Version, UpdatedAt: FormatTime(d.Price.TS),
 	}
-	if p.Quotes == nil {
-		p.Quotes = map[string]store.Quote{}
-	}
-	for _, q := range d.Price.Quotes {
-		if q.Bid != nil && (p.BestBid == nil || *q.Bid > *p.BestBid) {
-			p.BestBid = q.Bid
-		}
-		if q.Ask != nil && (p.BestAsk == nil || *q.Ask < *p.BestAsk) {
-			p.BestAsk = q.Ask
-		}
-	}
+	p.Quotes, p.BestBid, p.BestAsk = shownQuotes(d.Price.Quotes, &d.Market.Matches)
 	out.Body = marshal(p)
 	return out
 }
 
-// RenderTrade renders a trade list item.
+// RenderTrade renders a trade list item as the venue sent it: what the
+// market's trade list caches. A market shows the items of its complement
+// venues inverted (invertTrades), as it is when read.
 func RenderTrade(t *store.Trade) []byte {
-	return marshal(tradeItem{
+	return marshal(tradeItemOf(t))
+}
+
+func tradeItemOf(t *store.Trade) tradeItem {
+	return tradeItem{
 		TradeID: t.TradeID, MarketID: t.MarketID, Venue: t.Venue, Price: t.Price,
 		Size: t.Size, Side: t.Side, TS: FormatTime(t.TS),
-	})
+	}
 }
 
 // TradeScore orders a market's trades: microseconds since the epoch, exact in

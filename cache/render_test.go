@@ -86,14 +86,15 @@ func TestRenderEventFullExample(t *testing.T) {
 
 	const summary = `{"universal_id":"ev-1","title":"Who wins \"X\" & <Y>?","category":"politics","status":"active",` +
 		`"venue_a_event_ticker":"KX-1","venue_b_event_slug":null,"venue_c_event_id":"c-77","venue_d_event_id":null,` +
-		`"venue_count":2,"volume":1234.5,"updated_at":"2024-05-09T08:30:00.123456Z"}`
+		`"venue_count":2,"volume":1234.5,"updated_at":"2024-05-09T08:30:00.123456Z","matches":{"venue_a":null,"venue_c":null}}`
 	const body = `{"universal_id":"ev-1","title":"Who wins \"X\" & <Y>?","category":"politics","status":"active",` +
 		`"venue_a_event_ticker":"KX-1","venue_b_event_slug":null,"venue_c_event_id":"c-77","venue_d_event_id":null,` +
-		`"venue_count":2,"volume":1234.5,"updated_at":"2024-05-09T08:30:00.123456Z",` +
-		`"markets":[{"universal_id":"m-a","event_id":"ev-1","title":"A","status":"active","venues":{"venue_a":"KX-1-A","venue_c":"c-77-a"}},` +
-		`{"universal_id":"m-c","event_id":"ev-1","title":"C","status":"active","venues":{}}],` +
+		`"venue_count":2,"volume":1234.5,"updated_at":"2024-05-09T08:30:00.123456Z","matches":{"venue_a":null,"venue_c":null},` +
+		`"markets":[{"universal_id":"m-a","event_id":"ev-1","title":"A","status":"active","venues":{"venue_a":"KX-1-A","venue_c":"c-77-a"},` +
+		`"matches":{"venue_a":null,"venue_c":null}},` +
+		`{"universal_id":"m-c","event_id":"ev-1","title":"C","status":"active","venues":{},"matches":{}}],` +
 		`"recently_resolved":[{"universal_id":"m-b","event_id":"ev-1","title":"B","status":"resolved","venues":{"venue_a":"KX-1-B"},` +
-		`"resolved_at":"2024-05-10T11:00:00Z","result":"yes"}]}`
+		`"resolved_at":"2024-05-10T11:00:00Z","result":"yes","matches":{"venue_a":null}}]}`
 	if string(got.Body) != body {
 		t.Errorf("body:\n got %s\nwant %s", got.Body, body)
 	}
@@ -149,7 +150,8 @@ func TestRenderEventNotListed(t *testing.T) {
 		got := testRules().RenderEvent(store.EventDoc{ID: "ev", Rev: 7, Event: resolved})
 		want := `{"universal_id":"ev","title":"Event ev","category":"politics","status":"resolved",` +
 			`"venue_a_event_ticker":"A1","venue_b_event_slug":"B1","venue_c_event_id":null,"venue_d_event_id":null,` +
-			`"venue_count":2,"volume":10,"updated_at":"2024-05-10T11:00:00Z","markets":[],"recently_resolved":[]}`
+			`"venue_count":2,"volume":10,"updated_at":"2024-05-10T11:00:00Z","matches":{"venue_a":null,"venue_b":null},` +
+			`"markets":[],"recently_resolved":[]}`
 		if string(got.Body) != want {
 			t.Errorf("got %s\nwant %s", got.Body, want)
 		}

@@ -82,6 +82,21 @@ func marketEntry(vals []any) MarketEntry {
 	return m
 }
 
+// QueueInverted queues the read of the venues whose trades a market shows
+// inverted (MarketDocument.Inverted).
+func (c *Cache) QueueInverted(p redis.Pipeliner, id string) *redis.StringCmd {
+	return p.HGet(context.Background(), c.MarketKey(id), "i")
+}
+
+// ParseInverted reads a queued QueueInverted: "" when no venue is inverted.
+func ParseInverted(cmd *redis.StringCmd) (string, error) {
+	v, err := cmd.Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return v, err
+}
+
 // QueueTrades queues the read of a market's newest trades, newest first.
 func (c *Cache) QueueTrades(p redis.Pipeliner, id string, limit int) *redis.StringSliceCmd {
 	return p.ZRevRange(context.Background(), c.TradesKey(id), 0, int64(limit-1))

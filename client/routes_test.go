@@ -34,6 +34,18 @@ func newWorld(t *testing.T) *world {
 			TS: time.Date(2026, 11, 24, 9, 0, i, 0, time.UTC)})
 	}
 	s.PutEvent(&servicetest.Event{ID: "w-merged", Status: "merged", MergedInto: "w-e002", Venues: [4]string{"am", "bm", "", ""}})
+	// Match metadata: w-e002 and its market w-e002-c1, whose venue_b is a
+	// complement venue (its quote and trade are shown inverted).
+	e2 := w.Events[1]
+	e2.Version, e2.UpdatedAt, e2.Matches = 0, time.Time{}, map[string]servicetest.Match{
+		"venue_a": {Relation: "identity", Confidence: 0.97, Method: "rules"}, "venue_b": {Relation: "complement", Confidence: 0.8, Method: "model"}}
+	s.PutEvent(e2)
+	s.PutMarket(&servicetest.Market{ID: "w-e002-c1", EventID: "w-e002", Venues: map[string]string{"venue_a": "A-c1", "venue_b": "b-c1"},
+		Matches: map[string]servicetest.Match{"venue_b": {Relation: "complement", Confidence: 0.9, Method: "manual"}}})
+	s.PutPrice(&servicetest.Price{MarketID: "w-e002-c1", Quotes: map[string]servicetest.Quote{
+		"venue_a": {Bid: 0.3, Ask: 0.34, Last: 0.32, Volume24h: 10}, "venue_b": {Bid: 0.62, Ask: 0.7, Last: 0.65, Volume24h: 20}}})
+	s.PutTrade(&servicetest.Trade{MarketID: "w-e002-c1", TradeID: "c1", Venue: "venue_b", Price: 0.7, Size: 1,
+		TS: time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)})
 	return &world{s: s, w: w, key: s.NewKey()}
 }
 
@@ -178,6 +190,42 @@ func TestRoutes(t *testing.T) {
 		ids := ev.VenueIDs()
 		if len(ids) != 2 || ids[client.VenueA] != "A-w-e001" || ev.VenueCount != 2 {
 			t.Fatalf("venue ids: got %v (count %d)", ids, ev.VenueCount)
+		}
+	})
+
+	t.Run("matches", func(t *testing.T) {
+		ev, err := c.Event(ctx, "w-e002")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// w-e002 has ids on venue_a, venue_b and venue_c; no metadata on venue_c.
+		m := ev.Matches
+		if _, hasC := m[client.VenueC]; len(m) != 3 || !hasC || m[client.VenueC] != nil || m[client.VenueA] == nil || *m[client.VenueA] != (client.Match{Relation: client.RelationIdentity, Confidence: 0.97, Method: "rules"}) ||
+			m[client.VenueB] == nil || m[client.VenueB].Relation != client.RelationComplement {
+			t.Fatalf("event matches: got %v", m)
+		}
+		for _, mk := range ev.Markets {
+			if _, ok := mk.Matches[client.VenueA]; len(mk.Matches) != 2 || !ok {
+				t.Fatalf("market %s matches: got %v, want one key per venue", mk.UniversalID, mk.Matches)
+			}
+			if mk.UniversalID == "w-e002-c1" && (mk.Matches[client.VenueA] != nil || mk.Matches[client.VenueB] == nil || mk.Matches[client.VenueB].Confidence != 0.9) {
+				t.Fatalf("market matches: got %v", mk.Matches)
+			}
+		}
+		snap, err := c.Snapshot(ctx, []string{"w-e002-c1"})
+		if err != nil || len(snap.Data) != 1 {
+			t.Fatalf("snapshot: %+v %v", snap, err)
+		}
+		p := snap.Data[0]
+		if q := p.Quotes[client.VenueB]; !q.Inverted || *q.Bid != 0.3 || *q.Ask != 0.38 || *q.Last != 0.35 || p.Quotes[client.VenueA].Inverted {
+			t.Fatalf("quotes: got %+v", p.Quotes)
+		}
+		if *p.BestBid != 0.3 || *p.BestAsk != 0.34 {
+			t.Fatalf("best: got %v %v, want 0.3 0.34", *p.BestBid, *p.BestAsk)
+		}
+		tr, err := c.Trades(ctx, "w-e002-c1", 5)
+		if err != nil || len(tr) != 1 || !tr[0].Inverted || tr[0].Price != 0.3 {
+			t.Fatalf("trades: got %+v %v, want c1 at 0.3, inverted", tr, err)
 		}
 	})
 

@@ -35,6 +35,34 @@ type Event struct {
 	VenueCount int       `json:"venue_count"`
 	Volume     float64   `json:"volume"`
 	UpdatedAt  time.Time `json:"updated_at"`
+	// Matches holds, for each venue the event has an id on, how sure the
+	// matcher is of that link; nil for a venue it sent no metadata for.
+	Matches map[string]*Match `json:"matches"`
+}
+
+// Relations a venue's event or market can have to ours (Match.Relation).
+const (
+	// RelationIdentity is the same question.
+	RelationIdentity = "identity"
+	// RelationComplement is the venue's YES being our NO: its quotes and
+	// trades are shown in our terms (1 − price), marked Inverted.
+	RelationComplement = "complement"
+	// RelationSubset and RelationSuperset resolve YES only if the other
+	// does; RelationOverlap is a related question. Their quotes never make
+	// the best prices.
+	RelationSubset   = "subset"
+	RelationSuperset = "superset"
+	RelationOverlap  = "overlap"
+)
+
+// Match is the matcher's metadata for one venue's link.
+type Match struct {
+	// Relation is one of the Relation constants.
+	Relation string `json:"relation"`
+	// Confidence is how sure the matcher is, in [0,1].
+	Confidence float64 `json:"confidence"`
+	// Method is how the link was made: "manual", "rules", "model", …
+	Method string `json:"method"`
 }
 
 // VenueIDs maps each venue that has an id for the event to that id.
@@ -68,6 +96,10 @@ type Market struct {
 	// ResolvedAt and Result are set on a resolved market only.
 	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
 	Result     string     `json:"result,omitempty"`
+	// Matches holds, for each venue in Venues, how sure the matcher is
+	// that the venue's market is this one; nil for a venue it sent no
+	// metadata for.
+	Matches map[string]*Match `json:"matches"`
 }
 
 // Quote is one venue's quote of a market; Bid, Ask and Last are nil when
@@ -77,6 +109,9 @@ type Quote struct {
 	Ask       *float64 `json:"ask"`
 	Last      *float64 `json:"last"`
 	Volume24h float64  `json:"volume_24h"`
+	// Inverted marks a complement venue's quote, shown in the market's
+	// terms: Bid is 1 − the venue's ask, Ask 1 − its bid, Last 1 − its last.
+	Inverted bool `json:"inverted,omitempty"`
 }
 
 // Price is a market's price snapshot.
@@ -88,7 +123,8 @@ type Price struct {
 	// Quotes maps a venue to its quote.
 	Quotes map[string]Quote `json:"quotes"`
 	// BestBid is the highest bid over the venues, BestAsk the lowest ask;
-	// nil when no venue quotes one.
+	// nil when no venue quotes one. Subset, superset and overlap venues'
+	// quotes do not count; a complement venue's count as shown (inverted).
 	BestBid *float64 `json:"best_bid"`
 	BestAsk *float64 `json:"best_ask"`
 	// Version grows with every change of the market's price.
@@ -114,6 +150,8 @@ type Trade struct {
 	// Side is "buy" or "sell".
 	Side string    `json:"side"`
 	TS   time.Time `json:"ts"`
+	// Inverted marks a complement venue's trade, shown at 1 − its price.
+	Inverted bool `json:"inverted,omitempty"`
 }
 
 // Key is the answer of /key: the calling key and its account's window.

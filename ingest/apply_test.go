@@ -90,8 +90,9 @@ func TestApplyEachKind(t *testing.T) {
 	}
 	wantEvent := `{"universal_id":"EV-1","title":"Fed cut in March?","category":"politics","status":"active",` +
 		`"venue_a_event_ticker":"KXFED-27MAR","venue_b_event_slug":"fed-cut-march","venue_c_event_id":null,"venue_d_event_id":null,` +
-		`"venue_count":2,"volume":1500.5,"updated_at":"2026-11-01T10:00:00.123456Z",` +
-		`"markets":[{"universal_id":"MK-1","event_id":"EV-1","title":"25 bp cut","status":"active","venues":{"venue_a":"KXFED-27MAR-25","venue_b":"fed-cut-25"}}],` +
+		`"venue_count":2,"volume":1500.5,"updated_at":"2026-11-01T10:00:00.123456Z","matches":{"venue_a":null,"venue_b":null},` +
+		`"markets":[{"universal_id":"MK-1","event_id":"EV-1","title":"25 bp cut","status":"active","venues":{"venue_a":"KXFED-27MAR-25","venue_b":"fed-cut-25"},` +
+		`"matches":{"venue_a":null,"venue_b":null}}],` +
 		`"recently_resolved":[]}`
 	if string(ev.Body) != wantEvent {
 		t.Errorf("event document:\n got %s\nwant %s", ev.Body, wantEvent)
@@ -121,7 +122,7 @@ func TestApplyEachKind(t *testing.T) {
 	}
 	wantSummary := `{"universal_id":"EV-1","title":"Fed cut in March?","category":"politics","status":"active",` +
 		`"venue_a_event_ticker":"KXFED-27MAR","venue_b_event_slug":"fed-cut-march","venue_c_event_id":null,"venue_d_event_id":null,` +
-		`"venue_count":2,"volume":1500.5,"updated_at":"2026-11-01T10:00:00.123456Z"}`
+		`"venue_count":2,"volume":1500.5,"updated_at":"2026-11-01T10:00:00.123456Z","matches":{"venue_a":null,"venue_b":null}}`
 	if len(ids) != 1 || ids[0] != "EV-1" || string(summaries[0]) != wantSummary {
 		t.Errorf("listing politics/venue_b: got %v %q, want [EV-1] [%s]", ids, summaries, wantSummary)
 	}

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -228,6 +229,60 @@ func quotes(name string, v *map[string]QuoteMsg, dst *map[string]store.Quote) er
 	}
 	*dst = out
 	return nil
+}
+
+// relation is a match's relation, one of store.Relations.
+var relation = oneOf(ReasonInvalidMatch, store.Relations[:]...)
+
+// method is a match's method: short text.
+var method = text(store.MaxMatchMethodLen)
+
+// matches is an event's or market's venue → match metadata. idFields names,
+// for each venue, the field holding the message's id there ("" when it has
+// none): an entry for a venue without an id is refused. Entries are checked
+// in Venues order, so a message with several faults is refused for the same
+// one every time.
+func matches(idFields [4]string) check[MatchesMsg, store.Matches] {
+	return func(name string, v *MatchesMsg, dst *store.Matches) error {
+		for _, venue := range slices.Sorted(maps.Keys(*v)) {
+			if store.VenueIndex(venue) < 0 {
+				return invalid(ReasonInvalidVenue, "%s: unknown venue %q (want venue_a, venue_b, venue_c or venue_d)", name, truncate(venue))
+			}
+		}
+		var out store.Matches
+		for i, venue := range store.Venues {
+			e := (*v)[venue]
+			if e == nil {
+				continue // absent or null: no metadata for the venue
+			}
+			prefix := name + "." + venue
+			if idFields[i] == "" {
+				return invalid(ReasonInvalidMatch, "%s: an entry for %s, which the message has no id for", prefix, venue)
+			}
+			m := &store.Match{}
+			for _, f := range []struct {
+				name string
+				set  bool
+			}{{"relation", e.Relation != nil}, {"confidence", e.Confidence != nil}, {"method", e.Method != nil}} {
+				if !f.set {
+					return invalid(ReasonMissingField, "%s.%s", prefix, f.name)
+				}
+			}
+			if err := relation(prefix+".relation", e.Relation, &m.Relation); err != nil {
+				return err
+			}
+			if c := *e.Confidence; !inUnit(c) {
+				return invalid(ReasonInvalidMatch, "%s.confidence %v is outside [0,1]", prefix, c)
+			}
+			m.Confidence = plusZero(*e.Confidence)
+			if err := method(prefix+".method", e.Method, &m.Method); err != nil {
+				return err
+			}
+			out[i] = m
+		}
+		*dst = out
+		return nil
+	}
 }
 
 func checkID(name string, v string) error {

@@ -71,6 +71,13 @@ func mustMap[K comparable, V, D any](name string, v *map[K]V, c check[map[K]V, D
 	return f
 }
 
+// mayMap is a map field the message may leave out (or send as null).
+func mayMap[M ~map[K]V, K comparable, V, D any](name string, v *M, c check[M, D], dst *D) field {
+	f := row(name, optional, v, c, dst)
+	f.set = *v != nil
+	return f
+}
+
 // may is a field the message may leave out (or send as null).
 func may[T, D any](name string, v *T, c check[T, D], dst *D) field {
 	return row(name, optional, v, c, dst)

@@ -20,7 +20,7 @@ var decodeCodes = []string{
 	ReasonBadJSON, ReasonMissingField, ReasonInvalidField, ReasonInvalidVersion, ReasonInvalidID,
 	ReasonInvalidCategory, ReasonInvalidStatus, ReasonInvalidSide, ReasonInvalidVenue,
 	ReasonPriceRange, ReasonInvalidSize, ReasonInvalidVolume, ReasonInvalidTime, ReasonSubject,
-	ReasonTextTooLong,
+	ReasonTextTooLong, ReasonInvalidMatch,
 }
 
 // FuzzDecode checks that Decode never panics and that whatever it accepts
@@ -107,6 +107,7 @@ func checkAccepted(t *testing.T, subject string, u *Update) {
 		checkNonNegative(t, "volume", e.Volume)
 		checkInvariantTime(t, "updated_at", e.UpdatedAt)
 		checkChars(t, "title", e.Title, 300)
+		checkMatchesInvariants(t, e.Matches, func(i int) bool { return e.VenueIDs[i] != nil })
 	case KindMarket:
 		m := u.Market
 		checkInvariantID(t, "universal_id", m.ID, id)
@@ -137,6 +138,7 @@ func checkAccepted(t *testing.T, subject string, u *Update) {
 			checkInvariantID(t, "venues."+venue, vid, "")
 		}
 		checkInvariantTime(t, "updated_at", m.UpdatedAt)
+		checkMatchesInvariants(t, m.Matches, func(i int) bool { _, ok := m.Venues[store.Venues[i]]; return ok })
 	case KindPrice:
 		p := u.Price
 		checkInvariantID(t, "market_id", p.MarketID, id)

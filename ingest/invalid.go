@@ -21,6 +21,7 @@ const (
 	ReasonInvalidVolume   = "invalid_volume"
 	ReasonInvalidTime     = "invalid_time"
 	ReasonTextTooLong     = "text_too_long"
+	ReasonInvalidMatch    = "invalid_match"
 	ReasonSubject         = "invalid_subject"
 	ReasonMaxDeliveries   = "max_deliveries"
 )

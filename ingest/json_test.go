@@ -52,6 +52,12 @@ func FuzzDecoderMatchesStdlib(f *testing.F) {
 		`"a string"`,
 		`{"title":"\ud800"}`,
 		`{"Market_ID":"mk_1","market_id":"mk_2"}`,
+		`{"venues":{"venue_a":"a"},"matches":{"venue_a":{"relation":"identity","confidence":0.5,"method":"rules"},"venue_b":null}}`,
+		`{"matches":{"venue_a":{"relation":"identity","confidence":"0.5"}}}`,
+		`{"matches":{"venue_a":[1],"x":{}}}`,
+		`{"matches":null,"venue_a_event_ticker":"A"}`,
+		`{"matches":[]}`,
+		`{"matches":{"venue_a":{"Relation":"subset","relation":"overlap"}},"matches":{}}`,
 	} {
 		f.Add([]byte(s))
 	}

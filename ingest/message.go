@@ -1,6 +1,9 @@
 package ingest
 
 import (
+	stdjson "encoding/json"
+	"errors"
+	"reflect"
 	"strings"
 
 	"github.com/marketdata/marketdata/store"
@@ -58,6 +61,54 @@ type EventMsg struct {
 	VenueDEventID     *string  `json:"venue_d_event_id"`
 	Volume            *float64 `json:"volume"`
 	UpdatedAt         *string  `json:"updated_at"`
+	// Matches is the matcher's metadata per venue (absent or null: none).
+	Matches MatchesMsg `json:"matches,omitempty"`
+}
+
+// MatchesMsg is the matches field of an event or market message: venue →
+// entry. It is decoded entry by entry, so that the reason for a value of the
+// wrong JSON type names its venue (matches.venue_a.confidence), which the
+// decoder's own error leaves out for map values.
+type MatchesMsg map[string]*MatchMsg
+
+// UnmarshalJSON decodes the object; null leaves no entries.
+func (m *MatchesMsg) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		*m = nil
+		return nil
+	}
+	var raw map[string]stdjson.RawMessage
+	if err := stdjson.Unmarshal(data, &raw); err != nil {
+		var te *stdjson.UnmarshalTypeError
+		if errors.As(err, &te) {
+			te.Type = reflect.TypeFor[MatchesMsg]()
+		}
+		return err
+	}
+	out := make(MatchesMsg, len(raw))
+	for venue, r := range raw {
+		var e *MatchMsg
+		if err := stdjson.Unmarshal(r, &e); err != nil {
+			// Only a venue's name goes into the reason: another key is
+			// refused as an unknown venue and may hold any text.
+			var te *stdjson.UnmarshalTypeError
+			if errors.As(err, &te) && store.VenueIndex(venue) >= 0 {
+				te.Field = strings.TrimSuffix(venue+"."+te.Field, ".")
+			}
+			return err
+		}
+		out[venue] = e
+	}
+	*m = out
+	return nil
+}
+
+// MatchMsg is one venue's entry of an event's or market's matches; a null
+// entry is no metadata for that venue, as no entry is.
+type MatchMsg struct {
+	Relation   *string  `json:"relation"`
+	Confidence *float64 `json:"confidence"`
+	Method     *string  `json:"method"`
 }
 
 func (m *EventMsg) fields(subject string, e *store.Event) []field {
@@ -74,7 +125,20 @@ func (m *EventMsg) fields(subject string, e *store.Event) []field {
 		may(store.EventVenueFields[1], m.VenueBEventSlug, idRef, &e.VenueIDs[1]),
 		may(store.EventVenueFields[2], m.VenueCEventID, idRef, &e.VenueIDs[2]),
 		may(store.EventVenueFields[3], m.VenueDEventID, idRef, &e.VenueIDs[3]),
+		mayMap("matches", &m.Matches, matches(m.idFields()), &e.Matches),
 	}
+}
+
+// idFields names, for each venue, the field that holds the event's id there,
+// or "" when the message has none.
+func (m *EventMsg) idFields() [4]string {
+	var out [4]string
+	for i, v := range []*string{m.VenueAEventTicker, m.VenueBEventSlug, m.VenueCEventID, m.VenueDEventID} {
+		if v != nil {
+			out[i] = store.EventVenueFields[i]
+		}
+	}
+	return out
 }
 
 // MarketMsg is the body of md.v1.market.<id>.
@@ -88,6 +152,8 @@ type MarketMsg struct {
 	ResolvedAt  *string           `json:"resolved_at"`
 	Result      *string           `json:"result"`
 	UpdatedAt   *string           `json:"updated_at"`
+	// Matches is the matcher's metadata per venue (absent or null: none).
+	Matches MatchesMsg `json:"matches,omitempty"`
 }
 
 func (m *MarketMsg) fields(subject string, mk *store.Market) []field {
@@ -102,7 +168,20 @@ func (m *MarketMsg) fields(subject string, mk *store.Market) []field {
 		must("updated_at", m.UpdatedAt, timestamp, &mk.UpdatedAt),
 		when(m.Status, store.StatusResolved, "resolved_at", m.ResolvedAt, timestampRef, &mk.ResolvedAt),
 		when(m.Status, store.StatusResolved, "result", m.Result, keep, &mk.Result),
+		mayMap("matches", &m.Matches, matches(m.idFields()), &mk.Matches),
 	}
+}
+
+// idFields names, for each venue, the field that holds the market's id
+// there, or "" when the message has none.
+func (m *MarketMsg) idFields() [4]string {
+	var out [4]string
+	for i, v := range store.Venues {
+		if _, ok := m.Venues[v]; ok {
+			out[i] = "venues." + v
+		}
+	}
+	return out
 }
 
 // QuoteMsg is one venue's quote in a price message.

@@ -226,7 +226,7 @@ func validCases() []validCase {
 		{"trade/whitespace around the object", trSubj, append(append([]byte(" \n\t"), tradeBody().json()...), "\r\n "...),
 			&Update{Kind: KindTrade, Trade: trade()}},
 	}
-	return cases
+	return append(cases, matchValidCases()...)
 }
 
 func TestDecodeValid(t *testing.T) {
@@ -337,6 +337,7 @@ func checkEvent(t *testing.T, got, want *store.Event) {
 	}
 	checkField(t, "Volume", got.Volume, want.Volume)
 	checkTime(t, "UpdatedAt", got.UpdatedAt, want.UpdatedAt)
+	checkMatches(t, got.Matches, want.Matches)
 }
 
 func checkMarket(t *testing.T, got, want *store.Market) {
@@ -357,6 +358,7 @@ func checkMarket(t *testing.T, got, want *store.Market) {
 		checkTime(t, "ResolvedAt", *got.ResolvedAt, *want.ResolvedAt)
 	}
 	checkTime(t, "UpdatedAt", got.UpdatedAt, want.UpdatedAt)
+	checkMatches(t, got.Matches, want.Matches)
 }
 
 func checkPrice(t *testing.T, got, want *store.Price) {
@@ -587,7 +589,7 @@ func invalidCases() []invalidCase {
 	add("subject/no id", testPrefix+".trade", tradeBody().json(), ReasonSubject, "")
 	add("subject/extra token", subjectOf(KindTrade, "mk-1.x"), tradeBody().json(), ReasonSubject, "mk-1.x")
 	add("subject/id too long", subjectOf(KindTrade, strings.Repeat("m", 65)), tradeBody().json(), ReasonSubject, "")
-	return cs
+	return append(cs, matchInvalidCases()...)
 }
 
 func TestDecodeInvalid(t *testing.T) {

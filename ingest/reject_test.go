@@ -57,6 +57,16 @@ func TestInvalidRejected(t *testing.T) {
 		{"time not RFC 3339", "trade", "MK-1", trade("ts", "2026-11-01 10:00:00"), ingest.ReasonInvalidTime},
 		{"subject id differs", "trade", "MK-2", trade("market_id", "MK-1"), ingest.ReasonSubject},
 		{"unknown kind", "order", "MK-1", trade("size", 1), ingest.ReasonSubject},
+		{"match relation outside the list", "event", "EV-1", event("matches", map[string]any{
+			"venue_a": map[string]any{"relation": "same", "confidence": 0.5, "method": "rules"}}), ingest.ReasonInvalidMatch},
+		{"match confidence outside [0,1]", "event", "EV-1", event("matches", map[string]any{
+			"venue_b": map[string]any{"relation": "identity", "confidence": 1.5, "method": "rules"}}), ingest.ReasonInvalidMatch},
+		{"match for a venue without an id", "event", "EV-1", event("matches", map[string]any{
+			"venue_c": map[string]any{"relation": "identity", "confidence": 1, "method": "rules"}}), ingest.ReasonInvalidMatch},
+		{"match method over 32 characters", "event", "EV-1", event("matches", map[string]any{
+			"venue_a": map[string]any{"relation": "identity", "confidence": 1, "method": strings.Repeat("m", 33)}}), ingest.ReasonTextTooLong},
+		{"match of an unknown venue", "event", "EV-1", event("matches", map[string]any{
+			"venue_e": map[string]any{"relation": "identity", "confidence": 1, "method": "rules"}}), ingest.ReasonInvalidVenue},
 	}
 	for i, c := range cases {
 		e.publish(t, e.subject(c.kind, c.id), c.body, fmt.Sprintf("bad-%d", i))

@@ -11,10 +11,10 @@ import (
 
 const eventColumns = `e.universal_id, e.version, e.title, e.category, e.status, e.merged_into,
 	e.venue_a_event_ticker, e.venue_b_event_slug, e.venue_c_event_id, e.venue_d_event_id,
-	e.volume, e.updated_at`
+	e.volume, e.updated_at, e.matches`
 
 const marketColumns = `m.universal_id, m.event_id, m.version, m.title, m.status, m.venues,
-	m.resolved_at, m.result, m.updated_at`
+	m.resolved_at, m.result, m.updated_at, m.matches`
 
 // nullEvent scans an event that may be absent from an outer join.
 type nullEvent struct {
@@ -24,11 +24,12 @@ type nullEvent struct {
 	venues                              [4]*string
 	volume                              *float64
 	updatedAt                           *time.Time
+	matches                             matchesCol
 }
 
 func (n *nullEvent) dest() []any {
 	return []any{&n.id, &n.version, &n.title, &n.category, &n.status, &n.mergedInto,
-		&n.venues[0], &n.venues[1], &n.venues[2], &n.venues[3], &n.volume, &n.updatedAt}
+		&n.venues[0], &n.venues[1], &n.venues[2], &n.venues[3], &n.volume, &n.updatedAt, &n.matches}
 }
 
 func (n *nullEvent) event() *Event {
@@ -38,6 +39,7 @@ func (n *nullEvent) event() *Event {
 	return &Event{
 		ID: *n.id, Version: *n.version, Title: *n.title, Category: *n.category, Status: *n.status,
 		MergedInto: n.mergedInto, VenueIDs: n.venues, Volume: *n.volume, UpdatedAt: n.updatedAt.UTC(),
+		Matches: n.matches.m,
 	}
 }
 
@@ -49,11 +51,12 @@ type nullMarket struct {
 	resolvedAt                 *time.Time
 	result                     *string
 	updatedAt                  *time.Time
+	matches                    matchesCol
 }
 
 func (n *nullMarket) dest() []any {
 	return []any{&n.id, &n.eventID, &n.version, &n.title, &n.status, &n.venues,
-		&n.resolvedAt, &n.result, &n.updatedAt}
+		&n.resolvedAt, &n.result, &n.updatedAt, &n.matches}
 }
 
 func (n *nullMarket) market() *Market {
@@ -62,7 +65,7 @@ func (n *nullMarket) market() *Market {
 	}
 	m := &Market{
 		ID: *n.id, EventID: *n.eventID, Version: *n.version, Title: *n.title, Status: *n.status,
-		Venues: n.venues, Result: n.result, UpdatedAt: n.updatedAt.UTC(),
+		Venues: n.venues, Result: n.result, UpdatedAt: n.updatedAt.UTC(), Matches: n.matches.m,
 	}
 	if m.Venues == nil {
 		m.Venues = map[string]string{}

@@ -31,20 +31,31 @@ func upsertEvents(ctx context.Context, db DB, events []Event, applied map[string
 	ids, titles, cats, statuses := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	versions, volumes, updated := make([]int64, n), make([]float64, n), make([]time.Time, n)
 	merged, va, vb, vc, vd := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	matches := make([]*string, n)
 	for i, e := range events {
 		ids[i], versions[i], titles[i], cats[i], statuses[i] = e.ID, e.Version, e.Title, e.Category, e.Status
 		merged[i], volumes[i], updated[i] = e.MergedInto, e.Volume, e.UpdatedAt
 		va[i], vb[i], vc[i], vd[i] = e.VenueIDs[0], e.VenueIDs[1], e.VenueIDs[2], e.VenueIDs[3]
+		if !e.Matches.IsZero() {
+			m, err := encodeMatches(&e.Matches)
+			if err != nil {
+				return fmt.Errorf("store: encode matches of event %s: %w", e.ID, err)
+			}
+			matches[i] = &m
+		}
 	}
 	rows, err := db.Query(ctx, `
 		INSERT INTO events AS t (
 		    universal_id, version, title, category, status, merged_into,
 		    venue_a_event_ticker, venue_b_event_slug, venue_c_event_id, venue_d_event_id,
-		    volume, updated_at)
-		SELECT * FROM unnest(
+		    volume, updated_at, matches)
+		SELECT u.id, u.version, u.title, u.category, u.status, u.merged_into,
+		    u.va, u.vb, u.vc, u.vd, u.volume, u.updated_at, u.matches::json
+		FROM unnest(
 		    $1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
 		    $7::text[], $8::text[], $9::text[], $10::text[],
-		    $11::double precision[], $12::timestamptz[])
+		    $11::double precision[], $12::timestamptz[], $13::text[])
+		    AS u(id, version, title, category, status, merged_into, va, vb, vc, vd, volume, updated_at, matches)
 		ON CONFLICT (universal_id) DO UPDATE SET
 		    version = EXCLUDED.version,
 		    title = EXCLUDED.title,
@@ -57,10 +68,11 @@ func upsertEvents(ctx context.Context, db DB, events []Event, applied map[string
 		    venue_d_event_id = EXCLUDED.venue_d_event_id,
 		    volume = EXCLUDED.volume,
 		    updated_at = EXCLUDED.updated_at,
+		    matches = EXCLUDED.matches,
 		    ingested_at = now()
 		WHERE t.version < EXCLUDED.version
 		RETURNING t.universal_id`,
-		ids, versions, titles, cats, statuses, merged, va, vb, vc, vd, volumes, updated)
+		ids, versions, titles, cats, statuses, merged, va, vb, vc, vd, volumes, updated, matches)
 	if err != nil {
 		return fmt.Errorf("store: upsert %d events: %w", n, err)
 	}
@@ -77,7 +89,7 @@ func upsertMarkets(ctx context.Context, db DB, markets []Market, applied map[str
 	n := len(markets)
 	ids, events, titles, statuses, venues := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	versions, updated := make([]int64, n), make([]time.Time, n)
-	resolvedAt, results := make([]*time.Time, n), make([]*string, n)
+	resolvedAt, results, matches := make([]*time.Time, n), make([]*string, n), make([]*string, n)
 	for i, m := range markets {
 		v, err := json.Marshal(m.Venues)
 		if err != nil {
@@ -85,15 +97,23 @@ func upsertMarkets(ctx context.Context, db DB, markets []Market, applied map[str
 		}
 		ids[i], events[i], versions[i], titles[i], statuses[i] = m.ID, m.EventID, m.Version, m.Title, m.Status
 		venues[i], resolvedAt[i], results[i], updated[i] = string(v), m.ResolvedAt, m.Result, m.UpdatedAt
+		if !m.Matches.IsZero() {
+			x, err := encodeMatches(&m.Matches)
+			if err != nil {
+				return fmt.Errorf("store: encode matches of market %s: %w", m.ID, err)
+			}
+			matches[i] = &x
+		}
 	}
 	rows, err := db.Query(ctx, `
 		INSERT INTO markets AS t (
-		    universal_id, event_id, version, title, status, venues, resolved_at, result, updated_at)
-		SELECT u.id, u.event_id, u.version, u.title, u.status, u.venues::jsonb, u.resolved_at, u.result, u.updated_at
+		    universal_id, event_id, version, title, status, venues, resolved_at, result, updated_at, matches)
+		SELECT u.id, u.event_id, u.version, u.title, u.status, u.venues::jsonb, u.resolved_at, u.result, u.updated_at,
+		    u.matches::json
 		FROM unnest(
 		    $1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
-		    $7::timestamptz[], $8::text[], $9::timestamptz[])
-		    AS u(id, event_id, version, title, status, venues, resolved_at, result, updated_at)
+		    $7::timestamptz[], $8::text[], $9::timestamptz[], $10::text[])
+		    AS u(id, event_id, version, title, status, venues, resolved_at, result, updated_at, matches)
 		ON CONFLICT (universal_id) DO UPDATE SET
 		    event_id = EXCLUDED.event_id,
 		    version = EXCLUDED.version,
@@ -103,10 +123,11 @@ func upsertMarkets(ctx context.Context, db DB, markets []Market, applied map[str
 		    resolved_at = EXCLUDED.resolved_at,
 		    result = EXCLUDED.result,
 		    updated_at = EXCLUDED.updated_at,
+		    matches = EXCLUDED.matches,
 		    ingested_at = now()
 		WHERE t.version < EXCLUDED.version
 		RETURNING t.universal_id`,
-		ids, events, versions, titles, statuses, venues, resolvedAt, results, updated)
+		ids, events, versions, titles, statuses, venues, resolvedAt, results, updated, matches)
 	if err != nil {
 		return fmt.Errorf("store: upsert %d markets: %w", n, err)
 	}

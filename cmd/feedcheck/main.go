@@ -20,6 +20,7 @@ import (
 type mk struct {
 	ev, title, status, result string
 	price                     *store.Price
+	matches                   store.Matches
 }
 
 var num = regexp.MustCompile(`[-]?[0-9][0-9,]*\.?[0-9]*`)
@@ -51,12 +52,19 @@ func main() {
 				markets[u.Market.ID] = x
 				order = append(order, u.Market.ID)
 			}
-			x.ev, x.title, x.status = u.Market.EventID, u.Market.Title, u.Market.Status
+			x.ev, x.title, x.status, x.matches = u.Market.EventID, u.Market.Title, u.Market.Status, u.Market.Matches
 			if u.Market.Result != nil {
 				x.result = *u.Market.Result
 			}
 		case ingest.KindPrice:
 			x := markets[u.Price.MarketID]
+			// A complement venue's quotes, in the market's terms as the
+			// service shows them (no generator before match metadata had any).
+			for venue, q := range u.Price.Quotes {
+				if x.matches.Inverted(store.VenueIndex(venue)) {
+					u.Price.Quotes[venue] = q.Invert()
+				}
+			}
 			if x.status == store.StatusResolved && !resolvedPrice(u.Price) {
 				afterRes++
 			}

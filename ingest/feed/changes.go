@@ -178,8 +178,8 @@ func yesWith(u, p float64) string {
 
 // settle resolves m to result ("yes" or "no"): its market message, then a
 // last price message in which every venue's book is closed (no bid, no ask)
-// and the last price is the settlement, 1 or 0. m trades no more and gets no
-// further price.
+// and the last price is the settlement, 1 or 0 (0 or 1 on a complement
+// venue, in its own terms). m trades no more and gets no further price.
 func (g *Generator) settle(m *market, result string, now time.Time) {
 	m.status = store.StatusResolved
 	m.result = result
@@ -193,7 +193,11 @@ func (g *Generator) settle(m *market, result string, now time.Time) {
 	}
 	for _, q := range m.quotes {
 		if q != nil {
-			q.bid, q.ask, q.last = -1, -1, settlement*q.unit
+			s := settlement
+			if q.complement {
+				s = 1 - settlement
+			}
+			q.bid, q.ask, q.last = -1, -1, s*q.unit
 		}
 	}
 	m.priceVersion++
@@ -280,6 +284,7 @@ func (g *Generator) updateEvent(e *event, now time.Time) {
 	}
 	v := pick(g.rng, missing)
 	e.venues[v] = g.ids.event(v, draft{title: e.title, stem: e.stem, code: e.code})
+	e.links[v] = g.eventLink(e, v)
 	g.hotStale = true // with one venue more, e may now be among the hot events
 	g.emit(g.eventMsg(e))
 	var listed []*market

@@ -25,7 +25,8 @@ var coherenceSeeds = []uint64{1, 2, 3, 42}
 var checkpoints = []int{0, 5_000, 30_000}
 
 // view is the world as a consumer of the messages sees it: the latest
-// market and price message of every market.
+// market and price message of every market, a complement venue's quotes in
+// the market's terms (inverted), as the service shows them.
 type view struct {
 	markets map[string]*store.Market
 	prices  map[string]*store.Price
@@ -45,6 +46,13 @@ func (v *view) apply(t *testing.T, m Msg) *ingest.Update {
 	case ingest.KindMarket:
 		v.markets[u.Market.ID] = u.Market
 	case ingest.KindPrice:
+		if mk := v.markets[u.Price.MarketID]; mk != nil {
+			for venue, q := range u.Price.Quotes {
+				if i := store.VenueIndex(venue); i >= 0 && mk.Matches.Inverted(i) {
+					u.Price.Quotes[venue] = q.Invert()
+				}
+			}
+		}
 		v.prices[u.Price.MarketID] = u.Price
 	}
 	return u

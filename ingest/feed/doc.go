@@ -11,7 +11,10 @@
 // event's outcomes sum to 1, a ladder's thresholds are monotone, binary
 // markets are independent); venues quote around it with small spreads and
 // biases; a resolved market gets a settlement price (no bid or ask, last 1
-// or 0) and then no more prices or trades.
+// or 0) and then no more prices or trades. Most events and their markets
+// carry match metadata (matches.go), some of it weak, some venues quoting a
+// market's NO as their YES (complement), which they quote, trade and settle
+// in their own terms.
 //
 // The hot set keeps a demo's first calls live. In a world of hundreds of
 // markets sharing tens of messages a second, any one market changes every

@@ -42,6 +42,9 @@ type quote struct {
 	bias           float64 // the venue's persistent disagreement with the fair value
 	bid, ask, last int     // bid and ask are -1 once the market is settled
 	vol            float64 // volume_24h, in contracts
+	// complement: the venue lists the market's NO as its YES, and quotes
+	// it in its own terms, around 1 − the fair value (matches.go).
+	complement bool
 }
 
 func (q *quote) price(ticks int) float64 { return float64(ticks) / float64(q.unit) }
@@ -154,6 +157,9 @@ func (g *Generator) step(m *market) {
 // that the venues' grids do not cross there.
 func (g *Generator) requote(m *market, q *quote) {
 	p := m.p
+	if q.complement {
+		p = 1 - p
+	}
 	cent := q.unit / 100
 	thin := clamp((8.5-math.Log(math.Max(q.vol, 1)))/2, 0, 1.5)
 	width := int(0.6 + 6.4*p*(1-p) + thin + 0.8*g.rng.Float64())

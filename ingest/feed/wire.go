@@ -41,7 +41,7 @@ func (g *Generator) eventMsg(e *event) Msg {
 		Status: ref(e.status), MergedInto: optional(e.mergedInto),
 		VenueAEventTicker: optional(e.venues[venueA]), VenueBEventSlug: optional(e.venues[venueB]),
 		VenueCEventID: optional(e.venues[venueC]), VenueDEventID: optional(e.venues[venueD]),
-		Volume: ref(e.volume), UpdatedAt: ref(stamp(e.updatedAt)),
+		Volume: ref(e.volume), UpdatedAt: ref(stamp(e.updatedAt)), Matches: matchesMsg(&e.links),
 	}
 	e.lastMsg = g.msg(ingest.KindEvent, e.id, e.version, w)
 	return e.lastMsg
@@ -51,6 +51,7 @@ func (g *Generator) marketMsg(m *market) Msg {
 	w := ingest.MarketMsg{
 		UniversalID: ref(m.id), EventID: ref(m.ev.id), Version: ref(m.version), Title: ref(m.title),
 		Status: ref(m.status), Venues: make(map[string]string, 4), UpdatedAt: ref(stamp(m.updatedAt)),
+		Matches: matchesMsg(&m.links),
 	}
 	for v, id := range m.venues {
 		if id != "" {

@@ -16,8 +16,9 @@ type event struct {
 	category   string
 	status     string
 	mergedInto string
-	venues     [4]string // the event's id on each venue; "" when not listed there
-	stem, code string    // its venue_a ticker parts, for a later listing there
+	venues     [4]string       // the event's id on each venue; "" when not listed there
+	links      [4]*store.Match // the matcher's metadata per venue (matches.go); nil: none
+	stem, code string          // its venue_a ticker parts, for a later listing there
 	volume     float64
 	updatedAt  time.Time
 	markets    []*market
@@ -40,7 +41,8 @@ type market struct {
 	version    int64
 	title      string
 	status     string
-	venues     [4]string // the market's id on each venue; "" when not listed there
+	venues     [4]string       // the market's id on each venue; "" when not listed there
+	links      [4]*store.Match // the matcher's metadata per venue (matches.go); nil: none
 	resolvedAt time.Time
 	result     string
 	updatedAt  time.Time
@@ -123,6 +125,7 @@ func (g *Generator) newEvent(now time.Time) *event {
 	}
 	for _, v := range g.rng.Perm(len(store.Venues))[:g.venueCount()] {
 		e.venues[v] = g.ids.event(v, d)
+		e.links[v] = g.eventLink(e, v)
 	}
 	for i, label := range d.labels {
 		m := &market{
@@ -179,13 +182,15 @@ func (g *Generator) draft(k int) draft {
 	}
 }
 
-// listMarket gives market m an id and a fresh quote on venue v.
+// listMarket gives market m an id, its link and a fresh quote on venue v.
 func (g *Generator) listMarket(m *market, v int) {
 	m.venues[v] = g.ids.market(v, m.ev.venues[v], m.title)
+	m.links[v] = g.marketLink(m, v)
 	q := &quote{
-		unit: venueTicks[v],
-		bias: venueBias * g.rng.NormFloat64(),
-		vol:  math.Exp(7 + 1.2*g.rng.NormFloat64()),
+		unit:       venueTicks[v],
+		bias:       venueBias * g.rng.NormFloat64(),
+		vol:        math.Exp(7 + 1.2*g.rng.NormFloat64()),
+		complement: m.complement(v),
 	}
 	g.requote(m, q)
 	m.quotes[v] = q

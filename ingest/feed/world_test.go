@@ -98,6 +98,9 @@ func TestWorldIsConsistent(t *testing.T) {
 					if *mk.Result == "yes" {
 						want = 1
 					}
+					if mk.Matches.Inverted(store.VenueIndex(venue)) { // a complement venue settles in its own terms
+						want = 1 - want
+					}
 					if q.Bid != nil || q.Ask != nil || q.Last == nil || *q.Last != want {
 						fail("%s settlement quote %s, want no bid, no ask, last %v", venue, fmtQuote(q), want)
 					}

@@ -27,6 +27,15 @@ type Event struct {
 	Volume    float64
 	Version   int64
 	UpdatedAt time.Time
+	// Matches is the matcher's metadata by venue name (nil: none sent).
+	Matches map[string]Match
+}
+
+// Match is one venue's entry of an event's or market's matches.
+type Match struct {
+	Relation   string  `json:"relation"`
+	Confidence float64 `json:"confidence"`
+	Method     string  `json:"method"`
 }
 
 // Market is the body of md.v1.market.<id>.
@@ -38,6 +47,8 @@ type Market struct {
 	Result     string    // with Status "resolved"
 	Version    int64
 	UpdatedAt  time.Time
+	// Matches is the matcher's metadata by venue name (nil: none sent).
+	Matches map[string]Match
 }
 
 // Quote is one venue's quote of a Price.
@@ -106,13 +117,17 @@ func (s *Service) eventBody(e *Event) any {
 		e.UpdatedAt = now()
 	}
 	e.Version = s.nextVersion("event", e.ID, e.Version)
-	return map[string]any{
+	body := map[string]any{
 		"universal_id": e.ID, "version": e.Version, "title": e.Title, "category": e.Category,
 		"status": e.Status, "merged_into": nullable(e.MergedInto),
 		"venue_a_event_ticker": nullable(e.Venues[0]), "venue_b_event_slug": nullable(e.Venues[1]),
 		"venue_c_event_id": nullable(e.Venues[2]), "venue_d_event_id": nullable(e.Venues[3]),
 		"volume": e.Volume, "updated_at": stamp(e.UpdatedAt),
 	}
+	if e.Matches != nil {
+		body["matches"] = e.Matches
+	}
+	return body
 }
 
 func (s *Service) marketBody(m *Market) any {
@@ -133,6 +148,9 @@ func (s *Service) marketBody(m *Market) any {
 		"universal_id": m.ID, "event_id": m.EventID, "version": m.Version, "title": m.Title,
 		"status": m.Status, "venues": m.Venues, "resolved_at": nil, "result": nil,
 		"updated_at": stamp(m.UpdatedAt),
+	}
+	if m.Matches != nil {
+		body["matches"] = m.Matches
 	}
 	if m.Status == "resolved" {
 		if m.ResolvedAt.IsZero() {
