@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/marketdata/marketdata/api/edge"
+	"github.com/marketdata/marketdata/ingest"
 	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/store"
 )
@@ -254,5 +256,20 @@ func TestApplyDevSettings(t *testing.T) {
 	// Production: nothing of the above.
 	if cfg := load(nil); cfg.AuthFailExempt != nil || cfg.DocsOrigin != "http://127.0.0.1:8081" || cfg.MaxConns != 20000 || len(cfg.AppOrigins) != 0 {
 		t.Errorf("api's configuration changed: exempt %v, origin %q, MD_MAX_CONNS %d", cfg.AuthFailExempt, cfg.DocsOrigin, cfg.MaxConns)
+	}
+}
+
+// TestFeedStoppedWhileSettingUpIsAStop: Ctrl-C while the feed is still
+// creating its streams (a slow NATS, or a stop right after the start) ends
+// the feed without an error, as a stop at any later moment does; dev once
+// exited with "ingest: stream …: context canceled" that way.
+func TestFeedStoppedWhileSettingUpIsAStop(t *testing.T) {
+	_, names := testenv.NATS(t)
+	ic := ingest.DefaultConfig()
+	ic.Stream, ic.SubjectPrefix, ic.DLQStream, ic.DLQPrefix = names.Stream, names.SubjectPrefix, names.DLQStream, names.DLQPrefix
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := runFeed(ctx, testenv.NATSURL, ic, feedOptions{events: 3, rate: 5}, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("feed stopped during setup: %v, want no error", err)
 	}
 }

@@ -120,6 +120,11 @@ func runFeed(ctx context.Context, natsURL string, ic ingest.Config, o feedOption
 		return feed.Stats{}, fmt.Errorf("feed: jetstream: %w", err)
 	}
 	if err := ingest.EnsureStreams(ctx, js, ic, log); err != nil {
+		if ctx.Err() != nil {
+			// Stopped (Ctrl-C) while the streams were being set up: a
+			// stop like any other, not a failure.
+			return feed.Stats{}, nil
+		}
 		return feed.Stats{}, err
 	}
 	g := feed.NewGenerator(feed.GenConfig{Events: o.events, Seed: o.seed, SubjectPrefix: ic.SubjectPrefix})
