@@ -107,43 +107,14 @@ func (s *Store) Candles(ctx context.Context, marketID, interval, series string, 
 	}
 	end := start.Add(time.Duration(n) * step)
 	src := candleSource[interval]
-	cols := strings.Join(candleColumns(series), ", ")
-	has := fmt.Sprintf("(%[1]s_last_ts IS NOT NULL OR %[1]s_trades IS NOT NULL)", series)
-	ranged := `SELECT bucket, ` + cols + ` FROM candles_1m
-		WHERE market_id = $1 AND bucket >= $2 AND bucket < $3 AND ` + has
-	if interval != "1m" {
-		ranged += `
-		UNION ALL
-		SELECT bucket, ` + cols + ` FROM ` + src.table + `
-		WHERE market_id = $1 AND bucket >= $2 AND bucket < $3 AND ` + has
-	}
-	// The value in force at start: the last point of the latest bucket
-	// before it, in the 1m rows kept or in the coarse ones (a coarse bucket
-	// counts only when it ends by start). Then whether any data came before.
-	last := fmt.Sprintf("%[1]s_last_ts, %[1]s_last_version, %[1]s_last_bid, %[1]s_last_ask", series)
-	before := `
-		SELECT * FROM (
-		    (SELECT ` + last + ` FROM candles_1m
-		     WHERE market_id = $1 AND bucket < $2 AND ` + series + `_last_ts IS NOT NULL
-		     ORDER BY bucket DESC LIMIT 1)
-		    UNION ALL
-		    (SELECT ` + last + ` FROM ` + src.table + `
-		     WHERE market_id = $1 AND bucket <= $3 AND ` + series + `_last_ts IS NOT NULL
-		     ORDER BY bucket DESC LIMIT 1)
-		) p
-		ORDER BY 1 DESC, 2 DESC
-		LIMIT 1`
-	anyBefore := `
-		SELECT EXISTS (SELECT 1 FROM candles_1m WHERE market_id = $1 AND bucket < $2 AND ` + has + `)
-		    OR EXISTS (SELECT 1 FROM ` + src.table + ` WHERE market_id = $1 AND bucket <= $3 AND ` + has + `)`
-
+	stmts := candleReads[interval+" "+series]
 	states := make([]*seriesState, n)
 	var inForce *candlePoint
 	var earlier bool
 	q := &pgx.Batch{}
-	q.Queue(ranged, marketID, start, end)
-	q.Queue(before, marketID, start, start.Add(-src.step))
-	q.Queue(anyBefore, marketID, start, start.Add(-src.step))
+	q.Queue(stmts.ranged, marketID, start, end)
+	q.Queue(stmts.inForce, marketID, start, start.Add(-src.step))
+	q.Queue(stmts.anyBefore, marketID, start, start.Add(-src.step))
 	br := s.pool.SendBatch(ctx, q)
 	err := func() error {
 		rows, err := br.Query()
@@ -191,6 +162,53 @@ func (s *Store) Candles(ctx context.Context, marketID, interval, series string, 
 	}
 	return walkCandles(states, start, step, inForce, earlier), nil
 }
+
+// candleRead are the statements of one interval and series: the rows in the
+// range; the value in force at its start (the last point of the latest
+// bucket before it, in the 1m rows kept or in the coarse ones, where a bucket
+// counts only when it ends by start); whether any data came before it.
+type candleRead struct {
+	ranged, inForce, anyBefore string
+}
+
+// candleReads are the statements by interval and series ("1h all").
+var candleReads = func() map[string]candleRead {
+	out := map[string]candleRead{}
+	for _, interval := range CandleIntervals {
+		src := candleSource[interval].table
+		for _, s := range CandleSeries {
+			cols := strings.Join(candleColumns(s), ", ")
+			has := fmt.Sprintf("(%[1]s_last_ts IS NOT NULL OR %[1]s_trades IS NOT NULL)", s)
+			r := candleRead{ranged: `
+				SELECT bucket, ` + cols + ` FROM candles_1m
+				WHERE market_id = $1 AND bucket >= $2 AND bucket < $3 AND ` + has}
+			if interval != "1m" {
+				r.ranged += `
+				UNION ALL
+				SELECT bucket, ` + cols + ` FROM ` + src + `
+				WHERE market_id = $1 AND bucket >= $2 AND bucket < $3 AND ` + has
+			}
+			last := fmt.Sprintf("%[1]s_last_ts, %[1]s_last_version, %[1]s_last_bid, %[1]s_last_ask", s)
+			r.inForce = `
+				SELECT * FROM (
+				    (SELECT ` + last + ` FROM candles_1m
+				     WHERE market_id = $1 AND bucket < $2 AND ` + s + `_last_ts IS NOT NULL
+				     ORDER BY bucket DESC LIMIT 1)
+				    UNION ALL
+				    (SELECT ` + last + ` FROM ` + src + `
+				     WHERE market_id = $1 AND bucket <= $3 AND ` + s + `_last_ts IS NOT NULL
+				     ORDER BY bucket DESC LIMIT 1)
+				) p
+				ORDER BY 1 DESC, 2 DESC
+				LIMIT 1`
+			r.anyBefore = `
+				SELECT EXISTS (SELECT 1 FROM candles_1m WHERE market_id = $1 AND bucket < $2 AND ` + has + `)
+				    OR EXISTS (SELECT 1 FROM ` + src + ` WHERE market_id = $1 AND bucket <= $3 AND ` + has + `)`
+			out[interval+" "+s] = r
+		}
+	}
+	return out
+}()
 
 // walkCandles turns the buckets' states into candles: from the first bucket
 // (0 when data came earlier, else the first that holds any), carrying the
