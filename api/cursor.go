@@ -33,13 +33,24 @@ type cursorBinding struct {
 }
 
 // filterKey is the canonical form of the /events filters; min_venues 1 and 2
-// (and absent) are the same filter.
+// (and absent) are the same filter, as are min_confidence 0 and absent.
+// The match filters add a part each only when set, so that the key of the
+// other filters, and the cursors issued before the match filters existed,
+// stay as they were. A confidence is written in the shortest form that
+// reads back as the same float64: one text per distinct filter.
 func filterKey(f store.ListFilter) string {
 	minv := f.MinVenues
 	if minv <= 2 {
 		minv = 1
 	}
-	return f.Category + "|" + f.Venue + "|" + strconv.Itoa(minv)
+	k := f.Category + "|" + f.Venue + "|" + strconv.Itoa(minv)
+	if f.MinConfidence > 0 {
+		k += "|c" + strconv.FormatFloat(f.MinConfidence, 'g', -1, 64)
+	}
+	if f.Relation != "" {
+		k += "|r" + f.Relation
+	}
+	return k
 }
 
 func (b cursorBinding) payload(after string) []byte {

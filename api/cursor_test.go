@@ -477,7 +477,7 @@ func TestParseListQuery(t *testing.T) {
 		{"", "", "", "3", "", listQuery{limit: 50, filter: store.ListFilter{MinVenues: 3}}},
 	}
 	for _, tt := range ok {
-		got, err := parseListQuery(tt.limit, tt.category, tt.venue, tt.minVenues, tt.cursor)
+		got, err := parseListQuery(tt.limit, tt.category, tt.venue, tt.minVenues, "", "", tt.cursor)
 		if err != nil || got != tt.want {
 			t.Errorf("parseListQuery(%q, %q, %q, %q, %q) = %+v, %v; want %+v",
 				tt.limit, tt.category, tt.venue, tt.minVenues, tt.cursor, got, err, tt.want)
@@ -492,7 +492,7 @@ func TestParseListQuery(t *testing.T) {
 	// min_venues 1, 2 and absent bind the same cursors.
 	keys := map[string]bool{}
 	for _, mv := range []string{"", "1", "2"} {
-		q, err := parseListQuery("", "", "venue_a", mv, "")
+		q, err := parseListQuery("", "", "venue_a", mv, "", "", "")
 		if err != nil {
 			t.Fatalf("min_venues=%q: %v", mv, err)
 		}
@@ -530,7 +530,7 @@ func TestParseListQuery(t *testing.T) {
 		{"min_venues", "", "", "", "9999999"},
 	}
 	for _, tt := range bad {
-		_, err := parseListQuery(tt.limit, tt.category, tt.venue, tt.minVenues, "")
+		_, err := parseListQuery(tt.limit, tt.category, tt.venue, tt.minVenues, "", "", "")
 		cwWantInvalid(t, err, tt.param, tt.limit+tt.category+tt.venue+tt.minVenues)
 	}
 }
@@ -551,7 +551,8 @@ func TestParseSearch(t *testing.T) {
 		{"%_*?\\'\"", "", 20},
 	}
 	for _, tt := range ok {
-		q, n, err := parseSearch(tt.q, tt.limit)
+		sq, err := parseSearch(tt.q, tt.limit, "", "")
+		q, n := sq.q, sq.limit
 		if err != nil || q != tt.q || n != tt.wantN {
 			t.Errorf("parseSearch(%.20q, %q) = %.20q, %d, %v; want %.20q, %d", tt.q, tt.limit, q, n, err, tt.q, tt.wantN)
 		}
@@ -575,7 +576,8 @@ func TestParseSearch(t *testing.T) {
 		{"limit", "", "-1"},
 	}
 	for _, tt := range bad {
-		q, n, err := parseSearch(tt.q, tt.limit)
+		sq, err := parseSearch(tt.q, tt.limit, "", "")
+		q, n := sq.q, sq.limit
 		if q != "" || n != 0 {
 			t.Errorf("parseSearch(%.20q, %q) refused but returned %.20q, %d", tt.q, tt.limit, q, n)
 		}

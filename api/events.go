@@ -46,7 +46,8 @@ func (s *Server) getEvent(c *fiber.Ctx) error {
 // listEvents answers GET /events: a page of active served events in
 // ascending id order, walked with a cursor.
 func (s *Server) listEvents(c *fiber.Ctx) error {
-	q, perr := parseListQuery(param(c, "limit"), param(c, "category"), param(c, "venue"), param(c, "min_venues"), c.Query("cursor"))
+	q, perr := parseListQuery(param(c, "limit"), param(c, "category"), param(c, "venue"), param(c, "min_venues"),
+		param(c, "min_confidence"), param(c, "relation"), c.Query("cursor"))
 	cred := credential(c)
 	if cred == nil {
 		return errNoCredential
@@ -106,13 +107,19 @@ func (s *Server) sendPage(c *fiber.Ctx, read *cache.PageRead, limit int, binding
 // writePage writes the answer of a page read with one more than limit ids.
 // The page may be shared with other requests (node memory): read it, never
 // change it. An id read without its summary (pruned by a rebuild at that
-// moment) moves the cursor but is not shown.
+// moment) moves the cursor but is not shown. A filtered page whose read
+// stopped on its scan bound (Resume) continues where the read stopped:
+// it may hold fewer than limit events, none even, and still have a next
+// page.
 func (s *Server) writePage(w bodyWriter, pg cache.Page, limit int, binding cursorBinding) {
 	ids, sums := pg.IDs, pg.Summaries
 	var next []byte
-	if len(ids) > limit {
+	switch {
+	case len(ids) > limit:
 		ids, sums = ids[:limit], sums[:limit]
 		next = []byte(`"` + encodeCursor(s.cfg.CursorSecret, binding, ids[len(ids)-1]) + `"`)
+	case pg.Resume != "":
+		next = []byte(`"` + encodeCursor(s.cfg.CursorSecret, binding, pg.Resume) + `"`)
 	}
 	writeList(w, sums, next, true)
 }

@@ -255,9 +255,14 @@ func TestSearchRoute(t *testing.T) {
 
 // search ranks the listed events for q by the contract's rule.
 func (m *rtModel) search(q string, limit int) []string {
+	return m.searchWith(q, limit, rtFilter{})
+}
+
+// searchWith is search over the listed events f keeps (its match filters).
+func (m *rtModel) searchWith(q string, limit int, f rtFilter) []string {
 	lq := strings.ToLower(q)
 	var starts, contains []string
-	for _, id := range m.listed(rtFilter{}) {
+	for _, id := range m.listed(rtFilter{minConf: f.minConf, relation: f.relation}) {
 		title := strings.ToLower(*m.events[id].Title)
 		switch {
 		case strings.HasPrefix(title, lq):

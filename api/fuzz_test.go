@@ -107,25 +107,33 @@ func FuzzParseIDs(f *testing.F) {
 }
 
 func FuzzParseListQuery(f *testing.F) {
-	f.Add("7", "politics", "venue_a", "3", "cursor")
-	f.Add("", "", "", "", "")
-	f.Fuzz(func(t *testing.T, limit, category, venue, minVenues, cursor string) {
-		q, err := parseListQuery(limit, category, venue, minVenues, cursor)
+	f.Add("7", "politics", "venue_a", "3", "cursor", "0.8", "identity")
+	f.Add("", "", "", "", "", "", "")
+	f.Fuzz(func(t *testing.T, limit, category, venue, minVenues, cursor, minConfidence, relation string) {
+		q, err := parseListQuery(limit, category, venue, minVenues, minConfidence, relation, cursor)
 		okLimit := limit == "" || cwDecimal(limit, 1, 100)
 		okCategory := category == "" || (len(category) <= 32 && strings.Trim(category, "abcdefghijklmnopqrstuvwxyz0123456789-") == "")
 		okVenue := venue == "" || slices.Contains(store.Venues[:], venue)
 		okMin := minVenues == "" || cwDecimal(minVenues, 1, 4)
+		wantMatch, okMatch := cwMatchFilter(minConfidence, relation)
 		if err != nil {
 			if err.Kind != KindInvalidRequest {
 				t.Fatalf("parseListQuery refused with kind %v, want KindInvalidRequest", err.Kind)
 			}
-			if okLimit && okCategory && okVenue && okMin {
-				t.Fatalf("parseListQuery(%q, %q, %q, %q) refused (%s); the contract accepts it", limit, category, venue, minVenues, err.Message)
+			if okLimit && okCategory && okVenue && okMin && okMatch {
+				t.Fatalf("parseListQuery(%q, %q, %q, %q, %q, %q) refused (%s); the contract accepts it", limit, category, venue, minVenues, minConfidence, relation, err.Message)
 			}
 			return
 		}
-		if !(okLimit && okCategory && okVenue && okMin) {
-			t.Fatalf("parseListQuery(%q, %q, %q, %q) = %+v; the contract refuses it", limit, category, venue, minVenues, q)
+		if !(okLimit && okCategory && okVenue && okMin && okMatch) {
+			t.Fatalf("parseListQuery(%q, %q, %q, %q, %q, %q) = %+v; the contract refuses it", limit, category, venue, minVenues, minConfidence, relation, q)
+		}
+		cwCheckMatchFilter(t, minConfidence, relation, q.filter.MatchFilter, wantMatch)
+		// The match filters bind the cursor only when they filter.
+		plain := q.filter
+		plain.MatchFilter = store.MatchFilter{}
+		if q.filter.MatchFilter.Active() == (filterKey(q.filter) == filterKey(plain)) {
+			t.Fatalf("filterKey(%+v) = %q, without the match filters %q", q.filter, filterKey(q.filter), filterKey(plain))
 		}
 		if q.limit < 1 || q.limit > 100 || (limit == "" && q.limit != 50) {
 			t.Fatalf("limit %q parsed as %d", limit, q.limit)
@@ -158,27 +166,29 @@ func cwDecimal(s string, lo, hi int) bool {
 }
 
 func FuzzParseSearch(f *testing.F) {
-	f.Add("fed", "")
-	f.Add(strings.Repeat("é", 101), "50")
-	f.Fuzz(func(t *testing.T, q, limit string) {
-		got, n, err := parseSearch(q, limit)
+	f.Add("fed", "", "", "")
+	f.Add(strings.Repeat("é", 101), "50", "1", "identity")
+	f.Fuzz(func(t *testing.T, q, limit, minConfidence, relation string) {
+		sq, err := parseSearch(q, limit, minConfidence, relation)
 		okQ := utf8.ValidString(q) && utf8.RuneCountInString(q) <= MaxQueryLen
 		okLimit := limit == "" || cwDecimal(limit, 1, 50)
+		wantMatch, okMatch := cwMatchFilter(minConfidence, relation)
 		if err != nil {
-			if err.Kind != KindInvalidRequest || got != "" || n != 0 {
-				t.Fatalf("parseSearch(%q, %q) = %q, %d, kind %v", q, limit, got, n, err.Kind)
+			if err.Kind != KindInvalidRequest || sq != (searchQuery{}) {
+				t.Fatalf("parseSearch(%q, %q, %q, %q) = %+v, kind %v", q, limit, minConfidence, relation, sq, err.Kind)
 			}
-			if okQ && okLimit {
-				t.Fatalf("parseSearch(%q, %q) refused (%s); the contract accepts it", q, limit, err.Message)
+			if okQ && okLimit && okMatch {
+				t.Fatalf("parseSearch(%q, %q, %q, %q) refused (%s); the contract accepts it", q, limit, minConfidence, relation, err.Message)
 			}
 			return
 		}
-		if !okQ || !okLimit {
-			t.Fatalf("parseSearch(%q, %q) accepted; the contract refuses it", q, limit)
+		if !okQ || !okLimit || !okMatch {
+			t.Fatalf("parseSearch(%q, %q, %q, %q) accepted; the contract refuses it", q, limit, minConfidence, relation)
 		}
-		if got != q || n < 1 || n > 50 || (limit == "" && n != 20) {
-			t.Fatalf("parseSearch(%q, %q) = %q, %d", q, limit, got, n)
+		if sq.q != q || sq.limit < 1 || sq.limit > 50 || (limit == "" && sq.limit != 20) {
+			t.Fatalf("parseSearch(%q, %q) = %q, %d", q, limit, sq.q, sq.limit)
 		}
+		cwCheckMatchFilter(t, minConfidence, relation, sq.filter, wantMatch)
 	})
 }
 

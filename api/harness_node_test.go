@@ -91,6 +91,10 @@ func withTimeouts(request, idle time.Duration) option {
 // without a change notice.
 func withCacheTTL(d time.Duration) option { return func(c *nodeConfig) { c.reader.TTL = d } }
 
+// withFilterScan sets how many listed events one filtered page read
+// examines (cache.ReaderConfig.FilterScan).
+func withFilterScan(n int) option { return func(c *nodeConfig) { c.reader.FilterScan = n } }
+
 // withStream changes the node's stream settings (ping, pong, stall times).
 func withStream(fn func(*stream.Config)) option { return func(c *nodeConfig) { fn(&c.api.Stream) } }
 

@@ -145,7 +145,8 @@ func TestEventPagesFromStoreNotHeld(t *testing.T) {
 	n := nodes[0]
 	ctx := t.Context()
 	marker := w.prefix + "{i}:ok"
-	if err := w.rdb.Del(ctx, marker).Err(); err != nil {
+	layout, err := w.rdb.GetDel(ctx, marker).Result()
+	if err != nil {
 		t.Fatal(err)
 	}
 	want := w.model.listed(rtFilter{})[:5]
@@ -161,7 +162,7 @@ func TestEventPagesFromStoreNotHeld(t *testing.T) {
 	if err := w.rdb.Del(ctx, keys...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.rdb.Set(ctx, marker, "1", 0).Err(); err != nil {
+	if err := w.rdb.Set(ctx, marker, layout, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if got := rtIDs(t, n.get(t, "/public/v1/events?limit=5", secret), "universal_id"); len(got) != 0 {

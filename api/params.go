@@ -116,8 +116,9 @@ type listQuery struct {
 	cursor string
 }
 
-// parseListQuery reads limit, category, venue and min_venues.
-func parseListQuery(limit, category, venue, minVenues, cursor string) (listQuery, *Error) {
+// parseListQuery reads limit, category, venue, min_venues, min_confidence
+// and relation.
+func parseListQuery(limit, category, venue, minVenues, minConfidence, relation, cursor string) (listQuery, *Error) {
 	var q listQuery
 	var err *Error
 	if q.limit, err = parseLimit(limit, 50, 100); err != nil {
@@ -142,21 +143,36 @@ func parseListQuery(limit, category, venue, minVenues, cursor string) (listQuery
 		}
 		q.filter.MinVenues = n
 	}
+	if q.filter.MatchFilter, err = parseMatchFilter(minConfidence, relation); err != nil {
+		return q, err
+	}
 	q.cursor = strings.Clone(cursor)
 	return q, nil
 }
 
-// parseSearch reads q (at most 100 characters, valid UTF-8) and limit.
-func parseSearch(q, limit string) (string, int, *Error) {
+// searchQuery is the parsed query of GET /markets/search.
+type searchQuery struct {
+	q      string
+	limit  int
+	filter store.MatchFilter
+}
+
+// parseSearch reads q (at most 100 characters, valid UTF-8), limit,
+// min_confidence and relation.
+func parseSearch(q, limit, minConfidence, relation string) (searchQuery, *Error) {
 	if !utf8.ValidString(q) {
-		return "", 0, invalidParam("q must be UTF-8 text")
+		return searchQuery{}, invalidParam("q must be UTF-8 text")
 	}
 	if utf8.RuneCountInString(q) > MaxQueryLen {
-		return "", 0, invalidParam("q must be at most 100 characters")
+		return searchQuery{}, invalidParam("q must be at most 100 characters")
 	}
 	n, err := parseLimit(limit, 20, 50)
 	if err != nil {
-		return "", 0, err
+		return searchQuery{}, err
 	}
-	return strings.Clone(q), n, nil
+	f, err := parseMatchFilter(minConfidence, relation)
+	if err != nil {
+		return searchQuery{}, err
+	}
+	return searchQuery{q: strings.Clone(q), limit: n, filter: f}, nil
 }

@@ -124,6 +124,10 @@ func (m *rtModel) summary(id string) map[string]any {
 type rtFilter struct {
 	category, venue string
 	min             int
+	// minConf and relation are the match filters (min_confidence,
+	// relation).
+	minConf  float64
+	relation string
 }
 
 // listed is the ids /events walks for f, ascending bytewise.
@@ -132,13 +136,32 @@ func (m *rtModel) listed(f rtFilter) []string {
 	for id, e := range m.events {
 		vi := slices.Index([]string{"venue_a", "venue_b", "venue_c", "venue_d"}, f.venue)
 		if !m.served(id) || *e.Status != "active" || (f.category != "" && *e.Category != f.category) ||
-			(vi >= 0 && rtVenues(e)[vi] == nil) || rtVenueCount(e) < f.min {
+			(vi >= 0 && rtVenues(e)[vi] == nil) || rtVenueCount(e) < f.min || !rtKeeps(e, f) {
 			continue
 		}
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// rtKeeps is the contract's match filter: with a least confidence above 0
+// or a relation, every venue link (venue id) must have metadata at least
+// that sure and of that relation.
+func rtKeeps(e *ingest.EventMsg, f rtFilter) bool {
+	if f.minConf == 0 && f.relation == "" {
+		return true
+	}
+	for i, v := range rtVenues(e) {
+		if v == nil {
+			continue
+		}
+		mm := e.Matches[rtVenueNames[i]]
+		if mm == nil || *mm.Confidence < f.minConf || (f.relation != "" && *mm.Relation != f.relation) {
+			return false
+		}
+	}
+	return true
 }
 
 // rtFixture publishes the standard data set: 56 listed events with mixed-case

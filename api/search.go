@@ -11,7 +11,7 @@ var _ search.Source = (*cache.Reader)(nil)
 
 // searchEvents answers GET /markets/search from the node's in-memory index.
 func (s *Server) searchEvents(c *fiber.Ctx) error {
-	q, limit, perr := parseSearch(c.Query("q"), param(c, "limit"))
+	q, perr := parseSearch(c.Query("q"), param(c, "limit"), param(c, "min_confidence"), param(c, "relation"))
 	if err := s.admit(c); err != nil {
 		return err
 	}
@@ -21,7 +21,8 @@ func (s *Server) searchEvents(c *fiber.Ctx) error {
 	if !s.search.Ready() {
 		return &Error{Kind: KindUnavailable, Message: "search is loading; try again"}
 	}
-	body, tag := s.search.Answer(q, limit, renderSearch)
+	f := search.Filter{MinConfidence: q.filter.MinConfidence, Relation: q.filter.Relation}
+	body, tag := s.search.Answer(q.q, q.limit, f, renderSearch)
 	return sendTagged(c, body, tag)
 }
 

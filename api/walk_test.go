@@ -577,7 +577,8 @@ func TestWalkEventsUnderChanges(t *testing.T) {
 	// The store fallback: without the completion marker the node reads pages
 	// from Postgres, with the same promises.
 	ok := w.prefix + "{i}:ok" // the listing's completion marker (cache/cache.go)
-	if err := w.rdb.Del(t.Context(), ok).Err(); err != nil {
+	layout, err := w.rdb.GetDel(t.Context(), ok).Result()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if complete, err := w.cache.ListingComplete(t.Context()); err != nil || complete {
@@ -586,7 +587,7 @@ func TestWalkEventsUnderChanges(t *testing.T) {
 	for _, f := range []cwFilter{{}, {category: "politics", venue: "venue_c"}, {minVenues: 3}} {
 		run("postgres/"+cwOr(f.query(), "all"), f)
 	}
-	if err := w.rdb.Set(t.Context(), ok, "1", 0).Err(); err != nil {
+	if err := w.rdb.Set(t.Context(), ok, layout, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 

@@ -16,7 +16,11 @@
 //	                          ZRANGE gives volume desc, ties by ascending id
 //	P{i}:f:<c>:<v>:<n>  zset  listing set (score 0, member = event id) for
 //	                          category c, venue v, min_venues n ("*" = any)
-//	P{i}:ok             string  the listing is whole (a rebuild finished)
+//	P{i}:m              hash  event → what the match filters ask of its
+//	                          venue links (linksField), for listed events
+//	                          whose every link has metadata
+//	P{i}:ok             string  the listing is whole (a rebuild finished);
+//	                            its value is the layout (listingLayout)
 //	P{i}:lock:<name>    string  a worker's lock (TryLock), with a TTL
 //	P{i}:cursor:<name>  string  a position workers share (anti-entropy's walk)
 //	P{n}:seq            string  the change number writers take before they
@@ -84,10 +88,11 @@ return 1
 `)
 
 // putListing moves an event between listing sets when the revision is newer.
-// KEYS: {i}:g, {i}:s, {i}:k, {i}:v. ARGV: id, gen, force, set key prefix,
-// summary ("" = not listed), set names separated by spaces, -volume. The set
-// keys are built from ARGV[4] and share the {i} hash tag with KEYS, so the
-// script stays in one slot (Redis Cluster serves it from one node).
+// KEYS: {i}:g, {i}:s, {i}:k, {i}:v, {i}:m. ARGV: id, gen, force, set key
+// prefix, summary ("" = not listed), set names separated by spaces,
+// -volume, links ("" = a link without metadata). The set keys are built
+// from ARGV[4] and share the {i} hash tag with KEYS, so the script stays in
+// one slot (Redis Cluster serves it from one node).
 var putListing = redis.NewScript(`
 local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 local gen = tonumber(ARGV[2])
@@ -101,11 +106,17 @@ if ARGV[5] == '' then
   redis.call('HDEL', KEYS[2], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
   redis.call('ZREM', KEYS[4], ARGV[1])
+  redis.call('HDEL', KEYS[5], ARGV[1])
 else
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[5])
   redis.call('HSET', KEYS[3], ARGV[1], ARGV[6])
   redis.call('ZADD', KEYS[4], ARGV[7], ARGV[1])
   for s in string.gmatch(ARGV[6], '%S+') do redis.call('ZADD', ARGV[4] .. s, 0, ARGV[1]) end
+  if ARGV[8] == '' then
+    redis.call('HDEL', KEYS[5], ARGV[1])
+  else
+    redis.call('HSET', KEYS[5], ARGV[1], ARGV[8])
+  end
 end
 return 1
 `)
@@ -127,8 +138,8 @@ func (c *Cache) queueEvent(ctx context.Context, p redis.Pipeliner, d EventDocume
 		summary = string(d.Summary)
 	}
 	putListing.EvalSha(ctx, p,
-		[]string{c.listingKey("g"), c.listingKey("s"), c.listingKey("k"), c.listingKey("v")},
-		d.ID, d.Rev, f, c.listingKey("f:"), summary, strings.Join(d.Sets, " "), -d.Volume)
+		[]string{c.listingKey("g"), c.listingKey("s"), c.listingKey("k"), c.listingKey("v"), c.listingKey("m")},
+		d.ID, d.Rev, f, c.listingKey("f:"), summary, strings.Join(d.Sets, " "), -d.Volume, d.Links)
 }
 
 func (c *Cache) queueMarket(ctx context.Context, p redis.Pipeliner, d MarketDocument, seq int64, force bool) {

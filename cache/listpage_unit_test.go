@@ -31,7 +31,7 @@ func listPage(t *testing.T, c *cache.Cache, rdb *redis.Client, set, after string
 // store; the marker is all the page script looks at).
 func markComplete(t *testing.T, rdb *redis.Client) {
 	t.Helper()
-	if err := rdb.Set(context.Background(), "md:{i}:ok", "1", 0).Err(); err != nil {
+	if err := rdb.Set(context.Background(), "md:{i}:ok", cache.ListingLayout, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -21,6 +21,12 @@ import (
 type Page struct {
 	IDs       []string
 	Summaries [][]byte
+	// Resume is where the next page starts when the read of a filtered
+	// page examined as many events as it may (ReaderConfig.FilterScan)
+	// before it had count: the last id it examined, above which the walk
+	// goes on. "" when the page is full or reached the end of its set;
+	// always "" for an unfiltered page.
+	Resume string
 	// memo holds answers rendered from a page node memory holds (Rendered).
 	memo *pageMemo
 }
@@ -64,13 +70,18 @@ func (pg Page) Rendered(key string, render func() Rendered) Rendered {
 	return r
 }
 
-// pageKey is one read of the listing: a set, the id the page starts above
-// ("" from the start) and how many ids were asked for. The answer's
-// next_cursor is bound to the caller's account, so the API makes it per
-// request; it is never part of what is held.
+// pageKey is one read of the listing: a set, the match filter (matchKey;
+// "" for none), the id the page starts above ("" from the start) and how
+// many ids were asked for. The answer's next_cursor is bound to the
+// caller's account, so the API makes it per request; it is never part of
+// what is held.
 type pageKey struct {
-	set, after string
-	count      int
+	set, match, after string
+	count             int
+}
+
+func pageKeyOf(f store.ListFilter, after string, count int) pageKey {
+	return pageKey{set: ListSet(f), match: matchKey(f.MatchFilter), after: after, count: count}
 }
 
 // ListSet names the listing set of an /events filter.
@@ -112,7 +123,7 @@ func (r *Reader) PageHeld(f store.ListFilter, after string, count int) (Page, bo
 	if !r.followsWhole() {
 		return Page{}, false
 	}
-	pg, ok := r.pages.get(pageKey{set: ListSet(f), after: after, count: count})
+	pg, ok := r.pages.get(pageKeyOf(f, after, count))
 	if ok {
 		r.count(resPage, layerMemory, 1)
 	}
@@ -125,7 +136,7 @@ func (r *Reader) PageHeld(f store.ListFilter, after string, count int) (Page, bo
 // admission meanwhile. Finish completes it, or Discard drops it; only
 // Finish reads the store.
 func (r *Reader) BeginPage(ctx context.Context, f store.ListFilter, after string, count int) *PageRead {
-	p := &PageRead{r: r, f: f, k: pageKey{set: ListSet(f), after: after, count: count}, after: after, epoch: r.g.now()}
+	p := &PageRead{r: r, f: f, k: pageKeyOf(f, after, count), after: after, epoch: r.g.now()}
 	p.held, p.isHeld = r.pages.get(p.k)
 	var queue func(redis.Pipeliner)
 	if !p.isHeld {
@@ -136,7 +147,21 @@ func (r *Reader) BeginPage(ctx context.Context, f store.ListFilter, after string
 }
 
 func (p *PageRead) queue(pl redis.Pipeliner) {
+	if p.f.MatchFilter.Active() {
+		p.cmd = p.r.cache.QueueFilteredPage(pl, p.k.set, p.f.MatchFilter, p.after, p.k.count, p.r.cfg.FilterScan)
+		return
+	}
 	p.cmd = p.r.cache.QueueListPage(pl, p.k.set, p.after, p.k.count)
+}
+
+// parse reads the page the round trip brought.
+func (p *PageRead) parse(ctx context.Context) (Page, error) {
+	if p.f.MatchFilter.Active() {
+		ids, sums, resume, err := p.r.cache.ParseFilteredPage(ctx, p.cmd, p.k.set, p.f.MatchFilter, p.after, p.k.count, p.r.cfg.FilterScan)
+		return Page{IDs: ids, Summaries: sums, Resume: resume}, err
+	}
+	ids, sums, err := p.r.cache.ParseListPage(ctx, p.cmd, p.k.set, p.after, p.k.count)
+	return Page{IDs: ids, Summaries: sums}, err
 }
 
 // Discard drops a read that will not be finished; nil is none.
@@ -170,12 +195,10 @@ func (p *PageRead) Finish(ctx context.Context) (Page, error) {
 	} else {
 		v = p.wait(ctx)
 	}
-	cmd := p.cmd
 	redisErr := v.redisErr
 	if redisErr == nil {
-		ids, sums, err := r.cache.ParseListPage(ctx, cmd, k.set, after, count)
+		pg, err := p.parse(ctx)
 		if err == nil {
-			pg := Page{IDs: ids, Summaries: sums}
 			if v.keep {
 				pg.memo = &pageMemo{m: map[string]Rendered{}}
 				k.after = strings.Clone(after)
@@ -206,7 +229,7 @@ func (p *PageRead) Finish(ctx context.Context) (Page, error) {
 
 // pageWeight is what a held page counts against PageBytes.
 func pageWeight(k pageKey, pg Page) uint32 {
-	n := entryOverhead + len(k.set) + len(k.after)
+	n := entryOverhead + len(k.set) + len(k.match) + len(k.after) + len(pg.Resume)
 	for i := range pg.IDs {
 		n += len(pg.IDs[i]) + len(pg.Summaries[i]) + 40 // the slices' headers
 	}
@@ -216,7 +239,10 @@ func pageWeight(k pageKey, pg Page) uint32 {
 // pagesHolding matches the held pages whose id range holds one of the
 // events ids (an event that appeared, changed, resolved or merged there):
 // a page with fewer ids than asked for reached the end of its set, so any
-// id above its start may join it; a full one covers up to its last id.
+// id above its start may join it; a full one covers up to its last id; a
+// filtered page that stopped on its scan bound covers up to where it
+// stopped (Resume), the events it skipped included: one whose metadata
+// changes may now pass.
 func pagesHolding(ids []string) func(pageKey, Page) bool {
 	sorted := slices.Sorted(slices.Values(ids))
 	return func(k pageKey, pg Page) bool {
@@ -225,6 +251,12 @@ func pagesHolding(ids []string) func(pageKey, Page) bool {
 		if found {
 			i++
 		}
-		return i < len(sorted) && (len(pg.IDs) < k.count || sorted[i] <= pg.IDs[len(pg.IDs)-1])
+		if i == len(sorted) {
+			return false
+		}
+		if pg.Resume != "" {
+			return sorted[i] <= pg.Resume
+		}
+		return len(pg.IDs) < k.count || sorted[i] <= pg.IDs[len(pg.IDs)-1]
 	}
 }

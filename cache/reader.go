@@ -169,19 +169,24 @@ type ReaderConfig struct {
 	PollEvery time.Duration
 	// Repairs bounds the background repairs in flight.
 	Repairs int
+	// FilterScan bounds how many listed events one read of a page with a
+	// match filter (min_confidence, relation) examines in Redis (1000):
+	// the work of one request, whatever share of events the filter keeps.
+	FilterScan int
 }
 
 // DefaultReaderConfig is the one home of the Reader's defaults: a 2 s TTL
 // (the bound docs/api.md gives without a notice), 8 + 32 + 32 MB of node
 // memory (price items: only what the replica does not answer), a 500 ms
 // notice gap, a 5 ms notice grace, 16 repairs, a 1 s wait for Redis with
-// 8 store fallbacks at once, the price replica on, a 100 ms order wait and
-// a 100 ms change-number poll.
+// 8 store fallbacks at once, the price replica on, a 100 ms order wait, a
+// 100 ms change-number poll and 1000 events examined per filtered page.
 func DefaultReaderConfig() ReaderConfig {
 	return ReaderConfig{
 		TTL: 2 * time.Second, PriceBytes: 8 << 20, EventBytes: 32 << 20, PageBytes: 32 << 20,
 		NoticeWait: 500 * time.Millisecond, NoticeGrace: 5 * time.Millisecond, RedisTimeout: time.Second,
 		Fallbacks: 8, Repairs: 16, Replica: true, OrderWait: 100 * time.Millisecond, PollEvery: 100 * time.Millisecond,
+		FilterScan: 1000,
 	}
 }
 
@@ -220,6 +225,7 @@ func NewReader(c *Cache, st Store, cfg ReaderConfig, d ReaderDeps) (*Reader, err
 		{"PageBytes", cfg.PageBytes <= 0}, {"NoticeWait", cfg.NoticeWait <= 0},
 		{"RedisTimeout", cfg.RedisTimeout <= 0}, {"Repairs", cfg.Repairs <= 0},
 		{"Fallbacks", cfg.Fallbacks <= 0}, {"OrderWait", cfg.OrderWait <= 0}, {"PollEvery", cfg.PollEvery <= 0},
+		{"FilterScan", cfg.FilterScan <= 0},
 	} {
 		if f.bad {
 			return nil, fmt.Errorf("cache: reader config: %s must be positive", f.name)

@@ -41,6 +41,15 @@ type readerWorld struct {
 	// poll runs, and the test's clock alone moves the notice gaps).
 	replica bool
 	poll    time.Duration
+	// scan is the Reader's FilterScan (0: the default).
+	scan int
+}
+
+func (w *readerWorld) filterScan() int {
+	if w.scan > 0 {
+		return w.scan
+	}
+	return cache.DefaultReaderConfig().FilterScan
 }
 
 func (w *readerWorld) pollEvery() time.Duration {
@@ -85,7 +94,7 @@ func (w *readerWorld) reader(c *cache.Cache, st cache.Store, reg prometheus.Regi
 	r, err := cache.NewReader(c, st, cache.ReaderConfig{
 		TTL: time.Minute, PriceBytes: 1 << 20, EventBytes: 1 << 20, PageBytes: 1 << 20,
 		NoticeWait: readerWait, RedisTimeout: time.Second, Repairs: 4, Fallbacks: 8,
-		OrderWait: 100 * time.Millisecond, PollEvery: w.pollEvery(),
+		OrderWait: 100 * time.Millisecond, PollEvery: w.pollEvery(), FilterScan: w.filterScan(),
 		// These tests pin the layers under the replica: memory, Redis and
 		// the store (replica_test.go tests the replica).
 		Replica: w.replica,

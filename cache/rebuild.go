@@ -244,7 +244,7 @@ func (c *Cache) existing(ctx context.Context) (present, error) {
 	if err := c.readRevs(ctx, &p); err != nil {
 		return p, err
 	}
-	for _, h := range []string{c.listingKey("g"), c.listingKey("s"), c.listingKey("k")} {
+	for _, h := range []string{c.listingKey("g"), c.listingKey("s"), c.listingKey("k"), c.listingKey("m")} {
 		fields, err := c.rdb.HKeys(ctx, h).Result()
 		if err == nil && h == c.listingKey("g") {
 			// The volume ranking holds the same ids as the summaries.
@@ -334,7 +334,7 @@ func (c *Cache) prune(ctx context.Context, before present, keep, listed map[stri
 		}
 		pruned += len(stale)
 		var err error
-		if key == c.listingKey("g") || key == c.listingKey("s") || key == c.listingKey("k") {
+		if key == c.listingKey("g") || key == c.listingKey("s") || key == c.listingKey("k") || key == c.listingKey("m") {
 			err = c.rdb.HDel(ctx, key, stale...).Err()
 		} else {
 			members := make([]any, len(stale))

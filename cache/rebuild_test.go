@@ -187,8 +187,13 @@ func rebuildBatches() []store.Batch {
 		Prices:  []store.Price{price("m1", 2, 0.35)},
 		Trades:  []store.Trade{trade("t1", "m1", 1), trade("t6", "m1", 3)},
 	}
+	// E5's links all have metadata: it has a {i}:m entry.
+	e5 := ev("E5", 1, "world", store.StatusActive, map[string]string{"a": "A5", "b": "B5", "c": "C5", "d": "D5"})
+	for i := range e5.Matches {
+		e5.Matches[i] = m(store.RelationIdentity, 0.25*float64(i+1), "rules")
+	}
 	b3 := store.Batch{
-		Events:  []store.Event{ev("E5", 1, "world", store.StatusActive, map[string]string{"a": "A5", "b": "B5", "c": "C5", "d": "D5"})},
+		Events:  []store.Event{e5},
 		Markets: []store.Market{mkt(activeMarket("m8", "E5"), 1)},
 		Prices:  []store.Price{price("m8", 3, 0.2), price("m1", 1, 0.99)}, // m1's is stale
 	}
@@ -210,7 +215,7 @@ func TestRebuildMatchesIngestAndPrunes(t *testing.T) {
 	want := dump(t, rdb, prefix)
 	// A sanity check that the fixture reaches every kind of key.
 	for _, k := range []string{"{e:E1}", "{e:E4}", "{e:E9}", "{m:m1}", "{m:m6}", "{m:m1}:t", "{m:m7}:t",
-		"{i}:g", "{i}:s", "{i}:k", "{i}:f:world:venue_c:3", "{i}:f:*:venue_d:4"} {
+		"{i}:g", "{i}:s", "{i}:k", "{i}:m", "{i}:f:world:venue_c:3", "{i}:f:*:venue_d:4"} {
 		if _, ok := want[k]; !ok {
 			t.Fatalf("fixture: no key %s in %v", k, slices.Sorted(maps.Keys(want)))
 		}
@@ -239,12 +244,14 @@ func TestRebuildMatchesIngestAndPrunes(t *testing.T) {
 		must(rdb.HSet(ctx, prefix+"{i}:s", "junk", "{}").Err())
 		must(rdb.HSet(ctx, prefix+"{i}:g", "junk", "99").Err())
 		must(rdb.HSet(ctx, prefix+"{i}:k", "junk", "*:*:1 nocat:*:1").Err())
+		must(rdb.HSet(ctx, prefix+"{i}:m", "junk", "1 identity", "E1", "1 identity").Err())
 		// Damage that a forced rewrite at the same revision repairs.
 		must(rdb.HSet(ctx, c.EventKey("E1"), "b", "garbage").Err())
 		must(rdb.HDel(ctx, c.MarketKey("m1"), "s").Err())
 		must(rdb.ZPopMax(ctx, c.TradesKey("m1")).Err())
 		must(rdb.ZAdd(ctx, c.TradesKey("m1"), redis.Z{Score: 1, Member: "not a stored trade"}).Err())
 		must(rdb.HSet(ctx, prefix+"{i}:s", "E5", "stale").Err())
+		must(rdb.HSet(ctx, prefix+"{i}:m", "E5", "0 -").Err())
 
 		stats := rebuild(t, st, c)
 		if stats.Pruned < 5 {

@@ -43,6 +43,9 @@ type EventDocument struct {
 	Sets []string
 	// Volume ranks listed events for search.
 	Volume float64
+	// Links is what the match filters ask of a listed event's venue links
+	// (linksField); "" when it is not listed or a link has no metadata.
+	Links string
 }
 
 // MarketDocument is the rendered form of one market's price item.
@@ -202,6 +205,7 @@ func (r Rules) RenderEvent(d store.EventDoc) EventDocument {
 		out.Summary = marshal(doc.eventSummary)
 		out.Sets = setNames(e)
 		out.Volume = e.Volume
+		out.Links = linksField(e.Links())
 	}
 	return out
 }

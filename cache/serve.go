@@ -163,14 +163,7 @@ func (c *Cache) ParseListPage(ctx context.Context, cmd *redis.Cmd, set, after st
 	if len(vals) == 0 || vals[0] != int64(1) {
 		return nil, nil, ErrListingIncomplete
 	}
-	for i := 1; i+1 < len(vals); i += 2 {
-		id, _ := vals[i].(string)
-		var sum []byte
-		if s, _ := vals[i+1].(string); s != "" {
-			sum = []byte(s)
-		}
-		ids, summaries = append(ids, id), append(summaries, sum)
-	}
+	ids, summaries = pagePairs(vals[1:])
 	return ids, summaries, nil
 }
 
@@ -180,17 +173,22 @@ func (c *Cache) ListingComplete(ctx context.Context) (bool, error) {
 	return n == 1, err
 }
 
-// markComplete records that the listing is whole (after a rebuild).
+// markComplete records that the listing is whole (after a rebuild), in the
+// current layout (listingLayout).
 func (c *Cache) markComplete(ctx context.Context) error {
-	return c.rdb.Set(ctx, c.listingKey("ok"), "1", 0).Err()
+	return c.rdb.Set(ctx, c.listingKey("ok"), listingLayout, 0).Err()
 }
 
 // EnsureComplete rebuilds the cache from src when Redis does not hold the
-// whole listing (first start, or Redis lost its data), under a lock so that
-// one ingest worker does it. It reports whether it rebuilt.
+// whole listing (first start, or Redis lost its data) or holds it in an
+// older layout (an upgrade: see listingLayout), under a lock so that one
+// ingest worker does it. It reports whether it rebuilt.
 func (c *Cache) EnsureComplete(ctx context.Context, src Source) (bool, RebuildStats, error) {
-	ok, err := c.ListingComplete(ctx)
-	if err != nil || ok {
+	marker, err := c.rdb.Get(ctx, c.listingKey("ok")).Result()
+	if errors.Is(err, redis.Nil) {
+		err = nil
+	}
+	if err != nil || marker == listingLayout {
 		return false, RebuildStats{}, err
 	}
 	lock := c.listingKey("rebuilding")

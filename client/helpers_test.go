@@ -18,6 +18,7 @@ type recorder struct {
 	mu       sync.Mutex
 	statuses []int
 	paths    []string
+	queries  []string // the raw query of each request
 	inm      []string // If-None-Match of each request
 }
 
@@ -26,6 +27,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.paths = append(r.paths, req.URL.Path)
+	r.queries = append(r.queries, req.URL.RawQuery)
 	r.inm = append(r.inm, req.Header.Get("If-None-Match"))
 	if err != nil {
 		r.statuses = append(r.statuses, 0)
@@ -40,8 +42,18 @@ func (r *recorder) take() (statuses []int, inm []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	statuses, inm = r.statuses, r.inm
-	r.statuses, r.paths, r.inm = nil, nil, nil
+	r.statuses, r.paths, r.queries, r.inm = nil, nil, nil, nil
 	return statuses, inm
+}
+
+// takeQueries returns the raw queries sent so far and forgets every
+// request.
+func (r *recorder) takeQueries() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.queries
+	r.statuses, r.paths, r.queries, r.inm = nil, nil, nil, nil
+	return q
 }
 
 // newClient returns a client of baseURL with secret whose answers r

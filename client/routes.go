@@ -41,8 +41,28 @@ func (c *Client) Event(ctx context.Context, universalID string) (*EventDetail, e
 // an empty q ranks every event by volume. limit is 1–50; 0 means the
 // server's default (20). There is no cursor: only the top results.
 func (c *Client) Search(ctx context.Context, q string, limit int) ([]Event, error) {
-	query := url.Values{"q": {q}}
-	setInt(query, "limit", limit)
+	return c.SearchWith(ctx, SearchQuery{Q: q, Limit: limit})
+}
+
+// SearchQuery is a search with every parameter /markets/search takes. Zero
+// values leave a parameter out.
+type SearchQuery struct {
+	// Q is the text titles start with or contain; "" ranks every event.
+	Q string
+	// Limit is 1–50 (0: the server's default, 20).
+	Limit int
+	// MinConfidence and Relation keep the events whose venue links the
+	// matcher is sure enough of, as EventsFilter's do.
+	MinConfidence *float64
+	Relation      string
+}
+
+// SearchWith is Search with the match filters (SearchQuery).
+func (c *Client) SearchWith(ctx context.Context, sq SearchQuery) ([]Event, error) {
+	query := url.Values{"q": {sq.Q}}
+	setInt(query, "limit", sq.Limit)
+	setFloat(query, "min_confidence", sq.MinConfidence)
+	setString(query, "relation", sq.Relation)
 	var l list[Event]
 	if _, err := c.do(ctx, "/markets/search", query, "", &l); err != nil {
 		return nil, err
@@ -77,15 +97,30 @@ type EventsFilter struct {
 	// MinVenues keeps the events with ids on at least that many venues
 	// (1–4; every served event has 2).
 	MinVenues int
+	// MinConfidence keeps the events whose every venue link (each venue
+	// the event has an id on) carries match metadata at least this sure,
+	// 0–1 (Confidence makes one); nil leaves it out. A link without
+	// metadata passes only 0, which the server takes as no filter: the
+	// pointer lets 0 be sent all the same.
+	MinConfidence *float64
+	// Relation keeps the events whose every venue link has this relation;
+	// the server takes RelationIdentity only.
+	Relation string
 	// Limit is the page size, 1–100 (0: the server's default, 50). It
 	// does not bound the walk: break out of the loop for that.
 	Limit int
 }
 
+// Confidence returns a pointer to v, for EventsFilter.MinConfidence and
+// SearchQuery.MinConfidence.
+func Confidence(v float64) *float64 { return &v }
+
 // Events walks the active events in ascending universal_id order, page by
 // page, until the last page or until the loop breaks. An error ends the
 // walk: it is yielded once, with a zero Event. An event that becomes
-// active or resolves during the walk may or may not be yielded.
+// active or resolves during the walk may or may not be yielded. With the
+// match filters a page may hold fewer events than Limit, or none, and the
+// walk goes on to the next: only the server's null cursor ends it.
 //
 //	for ev, err := range c.Events(ctx, client.EventsFilter{Category: "politics"}) {
 //		if err != nil {
@@ -98,6 +133,8 @@ func (c *Client) Events(ctx context.Context, f EventsFilter) iter.Seq2[Event, er
 	setString(query, "category", f.Category)
 	setString(query, "venue", f.Venue)
 	setInt(query, "min_venues", f.MinVenues)
+	setFloat(query, "min_confidence", f.MinConfidence)
+	setString(query, "relation", f.Relation)
 	setInt(query, "limit", f.Limit)
 	return walk[Event](ctx, c, "/events", query)
 }
@@ -200,6 +237,15 @@ func walk[T any](ctx context.Context, c *Client, path string, query url.Values) 
 func setInt(q url.Values, name string, v int) {
 	if v != 0 {
 		q.Set(name, strconv.Itoa(v))
+	}
+}
+
+// setFloat sets a number parameter in the shortest form that reads back
+// as the same float64; nil leaves it out. A value out of range (NaN too)
+// is sent as it is, for the server to refuse (422).
+func setFloat(q url.Values, name string, v *float64) {
+	if v != nil {
+		q.Set(name, strconv.FormatFloat(*v, 'g', -1, 64))
 	}
 }
 

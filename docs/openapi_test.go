@@ -31,9 +31,9 @@ type route struct {
 
 var routes = []route{
 	{path: "/public/v1/key", success: "200"},
-	{path: "/public/v1/markets/search", scope: "markets:read", data: true, params: []string{"q", "limit"}, success: "200"},
+	{path: "/public/v1/markets/search", scope: "markets:read", data: true, params: []string{"q", "limit", "min_confidence", "relation"}, success: "200"},
 	{path: "/public/v1/events/{universal_id}", scope: "markets:read", data: true, notFound: true, params: []string{"universal_id"}, success: "200"},
-	{path: "/public/v1/events", scope: "markets:read", data: true, params: []string{"limit", "cursor", "category", "venue", "min_venues"}, success: "200"},
+	{path: "/public/v1/events", scope: "markets:read", data: true, params: []string{"limit", "cursor", "category", "venue", "min_venues", "min_confidence", "relation"}, success: "200"},
 	{path: "/public/v1/prices/snapshot", scope: "markets:read", data: true, params: []string{"ids"}, success: "200"},
 	{path: "/public/v1/markets/{universal_id}/trades", scope: "markets:read", data: true, notFound: true, params: []string{"universal_id", "limit"}, success: "200"},
 	{path: "/public/v1/account/keys", scope: "account:read", params: []string{"status", "limit", "cursor"}, success: "200"},
@@ -433,6 +433,10 @@ func TestOpenAPIParameters(t *testing.T) {
 		{path: "/public/v1/events", name: "category", in: "query", typ: "string"},
 		{path: "/public/v1/events", name: "venue", in: "query", typ: "string", enum: venues},
 		{path: "/public/v1/events", name: "min_venues", in: "query", typ: "integer", min: 1, max: 4},
+		{path: "/public/v1/events", name: "min_confidence", in: "query", typ: "number", min: 0, max: 1},
+		{path: "/public/v1/events", name: "relation", in: "query", typ: "string", enum: []string{"identity"}},
+		{path: "/public/v1/markets/search", name: "min_confidence", in: "query", typ: "number", min: 0, max: 1},
+		{path: "/public/v1/markets/search", name: "relation", in: "query", typ: "string", enum: []string{"identity"}},
 		{path: "/public/v1/prices/snapshot", name: "ids", in: "query", required: true, typ: "array"},
 		{path: tr, name: "universal_id", in: "path", required: true, typ: "string", maxLength: 64},
 		{path: tr, name: "limit", in: "query", typ: "integer", min: 1, max: 200, def: 50},

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -99,7 +100,23 @@ type ListFilter struct {
 	// Venue is a venue name (venue_a…venue_d) the event must have an id on.
 	Venue     string
 	MinVenues int
+	MatchFilter
 }
+
+// linksFail is the SQL condition that one of the event's venue links fails
+// an active MatchFilter ($4 the least confidence, $5 the relation or ""):
+// a link fails when it has no metadata (a missing key, or a JSON null
+// written by hand), is less sure than $4, or has another relation than $5.
+// Only an active filter adds it, so that a link without metadata failing
+// is right.
+const linksFail = `EXISTS (
+		SELECT 1
+		FROM (VALUES ('venue_a', e.venue_a_event_ticker), ('venue_b', e.venue_b_event_slug),
+		             ('venue_c', e.venue_c_event_id), ('venue_d', e.venue_d_event_id)) AS l(venue, id)
+		WHERE l.id IS NOT NULL
+		  AND (e.matches -> l.venue ->> 'confidence' IS NULL
+		       OR (e.matches -> l.venue ->> 'confidence')::float8 < $4::float8
+		       OR ($5::text <> '' AND (e.matches -> l.venue ->> 'relation') IS DISTINCT FROM $5::text)))`
 
 // ListedEvents reads served active events matching f with ids above after
 // (bytewise), ascending, at most limit (0 = all).
@@ -118,11 +135,15 @@ func (s *Store) ListedEvents(ctx context.Context, f ListFilter, after string, li
 	if venueCol != "" {
 		q += ` AND e.` + venueCol + ` IS NOT NULL` // a column name from a fixed list
 	}
-	q += ` ORDER BY e.universal_id`
 	args := []any{after, f.Category, f.MinVenues}
+	if f.MatchFilter.Active() {
+		q += ` AND NOT ` + linksFail
+		args = append(args, f.MinConfidence, f.Relation)
+	}
+	q += ` ORDER BY e.universal_id`
 	if limit > 0 {
-		q += ` LIMIT $4`
 		args = append(args, limit)
+		q += ` LIMIT $` + strconv.Itoa(len(args))
 	}
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {

@@ -86,6 +86,8 @@ type entry struct {
 	volume float64
 	// raw is the summary as cached, answered untouched.
 	raw []byte
+	// links is what the match filters ask of the event's venue links.
+	links links
 }
 
 // item is an entry with its lowered title, on its way into a block.

@@ -32,6 +32,19 @@ type fakeSummaries struct {
 type searchMeta struct {
 	title  string
 	volume float64
+	links  refLinks
+}
+
+// refLinks are a summary's venue ids (present or not) and the metadata of
+// each: nil for none.
+type refLinks struct {
+	present [4]bool
+	matches [4]*refMatch
+}
+
+type refMatch struct {
+	relation   string
+	confidence float64
 }
 
 func newFakeSummaries() *fakeSummaries {
@@ -42,7 +55,15 @@ func (f *fakeSummaries) put(id, title string, volume float64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.m[id] = searchSummary(id, title, volume)
-	f.meta[id] = searchMeta{title, volume}
+	f.meta[id] = searchMeta{title: title, volume: volume}
+}
+
+// putLinked is put with venue ids and match metadata.
+func (f *fakeSummaries) putLinked(id, title string, volume float64, l refLinks) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.m[id] = linkedSummary(id, title, volume, l)
+	f.meta[id] = searchMeta{title, volume, l}
 }
 
 func (f *fakeSummaries) remove(id string) {
@@ -108,6 +129,32 @@ func (f *fakeSummaries) SummariesOf(_ context.Context, ids []string) (map[string
 // does not, to show the bytes are answered untouched).
 func searchSummary(id, title string, volume float64) []byte {
 	b, err := json.Marshal(map[string]any{"universal_id": id, "title": title, "volume": volume, "status": "active"})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// linkedSummary renders a summary as the cache does: venue ids, and a
+// matches object with a key per venue id present, null for one without
+// metadata.
+func linkedSummary(id, title string, volume float64, l refLinks) []byte {
+	s := map[string]any{"universal_id": id, "title": title, "volume": volume, "status": "active"}
+	matches := map[string]any{}
+	for i, field := range []string{"venue_a_event_ticker", "venue_b_event_slug", "venue_c_event_id", "venue_d_event_id"} {
+		s[field] = nil
+		if !l.present[i] {
+			continue
+		}
+		venue := fmt.Sprintf("venue_%c", 'a'+i)
+		s[field] = venue + "-" + id
+		matches[venue] = nil
+		if m := l.matches[i]; m != nil {
+			matches[venue] = map[string]any{"relation": m.relation, "confidence": m.confidence, "method": "rules"}
+		}
+	}
+	s["matches"] = matches
+	b, err := json.Marshal(s)
 	if err != nil {
 		panic(err)
 	}

@@ -90,13 +90,14 @@ func (x *Index) parseSummary(id string, raw []byte) (item, bool) {
 		UniversalID string  `json:"universal_id"`
 		Title       string  `json:"title"`
 		Volume      float64 `json:"volume"`
+		linkFields
 	}
 	if err := json.Unmarshal(raw, &s); err != nil || s.UniversalID != id {
 		x.log.Warn("search: summary skipped", "event_id", id, "err", err)
 		return item{}, false
 	}
 	lower := strings.ReplaceAll(strings.ToLower(s.Title), string(sep), "\uFFFD")
-	return item{entry{id: id, volume: s.Volume, raw: raw}, lower}, true
+	return item{entry{id: id, volume: s.Volume, raw: raw, links: s.links()}, lower}, true
 }
 
 // Load replaces the index with every summary in the cache.

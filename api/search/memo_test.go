@@ -24,8 +24,8 @@ func TestSearchAnswerMemo(t *testing.T) {
 		body := bytes.Join(items, []byte(","))
 		return body, fmt.Sprintf("%q", fmt.Sprint(len(body)))
 	}
-	first, tag := x.Answer("rain", 20, render)
-	again, againTag := x.Answer("rain", 20, render)
+	first, tag := x.Answer("rain", 20, Filter{}, render)
+	again, againTag := x.Answer("rain", 20, Filter{}, render)
 	if renders != 1 || string(first) != string(again) || tag != fmt.Sprintf("%q", fmt.Sprint(len(first))) || againTag != tag {
 		t.Fatalf("repeated query: %d renders, tags %s %s; want 1 render and the body's tag twice", renders, tag, againTag)
 	}
@@ -33,7 +33,7 @@ func TestSearchAnswerMemo(t *testing.T) {
 	if err := x.Update(ctx, []string{"e2"}); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := x.Answer("rain", 20, render)
+	after, _ := x.Answer("rain", 20, Filter{}, render)
 	if renders != 2 || !strings.Contains(string(after), `"e2"`) {
 		t.Errorf("after an update: %d renders, answer %s; want a fresh answer holding e2", renders, after)
 	}

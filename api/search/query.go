@@ -17,17 +17,24 @@ import (
 // through the same mapping, so what matches is consistent whatever the
 // script. A q holding NUL matches nothing (no title holds one).
 func (x *Index) Search(q string, limit int) [][]byte {
-	return x.searchIn(x.snap.Load(), q, limit)
+	return x.searchIn(x.snap.Load(), q, limit, Filter{})
 }
 
-// searchIn is Search on one snapshot.
-func (x *Index) searchIn(s *snapshot, q string, limit int) [][]byte {
+// SearchFiltered is Search keeping only the events f keeps: the answer is
+// Search's over those events alone.
+func (x *Index) SearchFiltered(q string, limit int, f Filter) [][]byte {
+	return x.searchIn(x.snap.Load(), q, limit, f)
+}
+
+// searchIn is SearchFiltered on one snapshot.
+func (x *Index) searchIn(s *snapshot, q string, limit int, f Filter) [][]byte {
 	lq := strings.ToLower(q)
 	if limit <= 0 || strings.IndexByte(lq, sep) >= 0 {
 		return [][]byte{}
 	}
 	out := make([][]byte, 0, min(limit, s.n))
-	if q == "" {
+	switch {
+	case q == "" && !f.active():
 		for _, b := range s.blocks {
 			for i := range b.entries[:min(len(b.entries), limit-len(out))] {
 				out = append(out, b.entries[i].raw)
@@ -37,11 +44,25 @@ func (x *Index) searchIn(s *snapshot, q string, limit int) [][]byte {
 			}
 		}
 		return out
+	case q == "":
+		for _, b := range s.blocks {
+			for i := range b.entries {
+				if f.keeps(&b.entries[i]) {
+					if out = append(out, b.entries[i].raw); len(out) == limit {
+						return out
+					}
+				}
+			}
+		}
+		return out
 	}
-	return s.search(out, lq, limit)
+	return s.search(out, lq, limit, f)
 }
 
-func (s *snapshot) search(prefix [][]byte, lq string, limit int) [][]byte {
+// search answers a non-empty lq; with an active f, the entries it does not
+// keep are passed over as if their titles did not match.
+func (s *snapshot) search(prefix [][]byte, lq string, limit int, f Filter) [][]byte {
+	filtered := f.active()
 	var inside [][]byte
 	grams := make([]uint32, 0, 16)
 	for j := 1; j < len(lq) && len(grams) < cap(grams); j++ {
@@ -65,6 +86,10 @@ both:
 			}
 			o := off + j
 			i = b.titleAt(i, o)
+			if filtered && !f.keeps(&b.entries[i]) {
+				i++
+				continue
+			}
 			if o == b.starts[i]+1 {
 				prefix = append(prefix, b.entries[i].raw)
 				if len(prefix) == limit {
@@ -91,7 +116,7 @@ both:
 				break
 			}
 			i += j
-			if strings.HasPrefix(b.title(i), lq) {
+			if strings.HasPrefix(b.title(i), lq) && (!filtered || f.keeps(&b.entries[i])) {
 				prefix = append(prefix, b.entries[i].raw)
 				if len(prefix) == limit {
 					return prefix

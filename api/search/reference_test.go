@@ -30,11 +30,41 @@ func rankReference(meta map[string]searchMeta) []string {
 	})
 }
 
+// keepsReference is the contract's match filter on one event: with a
+// least confidence above 0 or a relation, every venue link must have
+// metadata that is sure enough and of that relation. An event with no link
+// at all passes no such filter (a served event has two).
+func keepsReference(m searchMeta, f Filter) bool {
+	if f.MinConfidence == 0 && f.Relation == "" {
+		return true
+	}
+	n := 0
+	for i, present := range m.links.present {
+		if !present {
+			continue
+		}
+		n++
+		lm := m.links.matches[i]
+		if lm == nil || lm.confidence < f.MinConfidence || (f.Relation != "" && lm.relation != f.Relation) {
+			return false
+		}
+	}
+	return n > 0
+}
+
 // filterReference answers q from ranked ids: prefix matches, then the others.
 func filterReference(meta map[string]searchMeta, ranked []string, q string) []string {
+	return filteredReference(meta, ranked, q, Filter{})
+}
+
+// filteredReference is filterReference over the events f keeps.
+func filteredReference(meta map[string]searchMeta, ranked []string, q string, f Filter) []string {
 	var pre, in []string
 	lq := strings.ToLower(q)
 	for _, id := range ranked {
+		if !keepsReference(meta[id], f) {
+			continue
+		}
 		lt := strings.ToLower(meta[id].title)
 		switch {
 		case strings.HasPrefix(lt, lq):
@@ -130,8 +160,21 @@ func testSearchMatchesReference(t *testing.T, size int) {
 	}
 	id := func() string { return fmt.Sprintf("%c%d", "aAbB"[rng.IntN(4)], rng.IntN(60)) }
 	src := newFakeSummaries()
+	// Links: venue ids on a random set of venues, each with metadata (or
+	// none) drawn from a few relations and confidences, ties included.
+	put := func(id string) {
+		var l refLinks
+		for i := range l.present {
+			l.present[i] = rng.IntN(3) > 0
+			if l.present[i] && rng.IntN(4) > 0 {
+				l.matches[i] = &refMatch{[]string{"identity", "identity", "complement", "subset"}[rng.IntN(4)],
+					[]float64{0, 0.3, 0.5, 0.5, 0.9, 1}[rng.IntN(6)]}
+			}
+		}
+		src.putLinked(id, title(), float64(rng.IntN(5)), l)
+	}
 	for range 80 {
-		src.put(id(), title(), float64(rng.IntN(5)))
+		put(id())
 	}
 	x := loadedIndexSized(t, src, size)
 	queries := []string{"", "a", "A", "ab", "b", "a.b", ".", "_", "ä", "Ä", "x%", "%", "ab ab", " ", "b a"}
@@ -143,7 +186,7 @@ func testSearchMatchesReference(t *testing.T, size int) {
 			if (step < 200 && rng.IntN(4) == 0) || (step >= 200 && rng.IntN(4) != 0) {
 				src.remove(ids[i])
 			} else {
-				src.put(ids[i], title(), float64(rng.IntN(5)))
+				put(ids[i])
 			}
 		}
 		if step%100 == 99 {
@@ -159,19 +202,33 @@ func testSearchMatchesReference(t *testing.T, size int) {
 		}
 		ranked := rankReference(src.meta)
 		for _, q := range queries {
-			all := filterReference(src.meta, ranked, q)
-			for _, limit := range []int{1, 3, 20, 50} {
-				got, want := x.Search(q, limit), all[:min(len(all), limit)]
-				same := len(got) == len(want)
-				for k := 0; same && k < len(got); k++ {
-					same = bytes.Equal(got[k], src.m[want[k]])
+			for _, f := range referenceFilters {
+				if f.active() && step%10 != 0 {
+					continue // the filters every tenth step: the search itself every step
 				}
-				if !same {
-					t.Fatalf("step %d, q %q, limit %d:\n got %q\nwant %q", step, q, limit, searchIDs(t, got), want)
+				all := filteredReference(src.meta, ranked, q, f)
+				for _, limit := range []int{1, 3, 20, 50} {
+					got, want := x.SearchFiltered(q, limit, f), all[:min(len(all), limit)]
+					if !f.active() {
+						got = x.Search(q, limit)
+					}
+					same := len(got) == len(want)
+					for k := 0; same && k < len(got); k++ {
+						same = bytes.Equal(got[k], src.m[want[k]])
+					}
+					if !same {
+						t.Fatalf("step %d, q %q, limit %d, filter %+v:\n got %q\nwant %q", step, q, limit, f, searchIDs(t, got), want)
+					}
 				}
 			}
 		}
 	}
+}
+
+// referenceFilters are the match filters the reference test tries.
+var referenceFilters = []Filter{
+	{}, {MinConfidence: 0.5}, {Relation: "identity"}, {MinConfidence: 0.9, Relation: "identity"},
+	{MinConfidence: 1}, {MinConfidence: 0.3, Relation: "complement"}, {MinConfidence: 5e-324},
 }
 
 // Searches run while updates and loads replace the snapshot (run with -race).

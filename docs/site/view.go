@@ -58,9 +58,12 @@ type paramView struct {
 type fieldView struct {
 	Kind              string // "number", "text" or "select"
 	Min, Max, Default string
-	MaxLength         string
-	Placeholder       string
-	Options           []string
+	// Step and InputMode are a number field's: "1" and "numeric" for an
+	// integer, "any" and "decimal" for a number with a fraction.
+	Step, InputMode string
+	MaxLength       string
+	Placeholder     string
+	Options         []string
 }
 
 type respView struct {
@@ -236,8 +239,11 @@ func tryField(p *parameter, eff *schema) fieldView {
 		for _, e := range eff.Enum {
 			f.Options = append(f.Options, e.Value)
 		}
-	case eff.Type.is("integer"):
-		f.Kind = "number"
+	case eff.Type.is("integer"), eff.Type.is("number"):
+		f.Kind, f.Step, f.InputMode = "number", "1", "numeric"
+		if eff.Type.is("number") {
+			f.Step, f.InputMode = "any", "decimal"
+		}
 		if eff.Minimum != nil {
 			f.Min = num(*eff.Minimum)
 		}

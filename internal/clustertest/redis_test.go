@@ -125,7 +125,7 @@ func snapshotKey(rest string) bool {
 		return true
 	case strings.HasPrefix(rest, "{i}:"):
 		k := rest[len("{i}:"):]
-		return k == "g" || k == "s" || k == "k" || k == "v" || strings.HasPrefix(k, "f:")
+		return k == "g" || k == "s" || k == "k" || k == "v" || k == "m" || strings.HasPrefix(k, "f:")
 	}
 	return false
 }
