@@ -31,23 +31,27 @@ type Links struct {
 
 // Links summarises the event's venue links: those of the venues it has an
 // id on (ingest refuses metadata for the others).
-func (e *Event) Links() Links {
+func (e *Event) Links() Links { return LinksOf(e.VenueIDs, &e.Matches) }
+
+// LinksOf summarises the links of a document with venue ids ids and
+// metadata m (the search index reads both from a cached summary).
+func LinksOf(ids [4]*string, m *Matches) Links {
 	l := Links{Complete: true}
 	n := 0
-	for i, id := range e.VenueIDs {
+	for i, id := range ids {
 		if id == nil {
 			continue
 		}
-		m := e.Matches[i]
-		if m == nil {
+		x := m[i]
+		if x == nil {
 			return Links{}
 		}
-		if n == 0 || m.Confidence < l.MinConfidence {
-			l.MinConfidence = m.Confidence
+		if n == 0 || x.Confidence < l.MinConfidence {
+			l.MinConfidence = x.Confidence
 		}
 		if n == 0 {
-			l.Relation = m.Relation
-		} else if m.Relation != l.Relation {
+			l.Relation = x.Relation
+		} else if x.Relation != l.Relation {
 			l.Relation = ""
 		}
 		n++

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/marketdata/marketdata/store"
 )
 
 // defaultBlockSize is the size of blocks a Load cuts; an Update splits a
@@ -87,7 +89,7 @@ type entry struct {
 	// raw is the summary as cached, answered untouched.
 	raw []byte
 	// links is what the match filters ask of the event's venue links.
-	links links
+	links store.Links
 }
 
 // item is an entry with its lowered title, on its way into a block.

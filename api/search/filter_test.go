@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/marketdata/marketdata/store"
 )
 
 // TestSummaryLinks: what the index reads of a summary's links, as the
@@ -15,21 +17,21 @@ func TestSummaryLinks(t *testing.T) {
 	x := New(newFakeSummaries(), nil)
 	for _, tc := range []struct {
 		name, raw string
-		want      links
+		want      store.Links
 	}{
 		{"all identity", `{"universal_id":"e","venue_a_event_ticker":"A","venue_b_event_slug":null,"venue_c_event_id":"c","venue_d_event_id":null,` +
 			`"matches":{"venue_a":{"relation":"identity","confidence":0.9,"method":"rules"},"venue_c":{"relation":"identity","confidence":1,"method":"m"}}}`,
-			links{complete: true, least: 0.9, relation: "identity"}},
+			store.Links{Complete: true, MinConfidence: 0.9, Relation: "identity"}},
 		{"mixed", `{"universal_id":"e","venue_a_event_ticker":"A","venue_d_event_id":"d",` +
 			`"matches":{"venue_a":{"relation":"identity","confidence":0,"method":"rules"},"venue_d":{"relation":"complement","confidence":0.5,"method":"m"}}}`,
-			links{complete: true, least: 0, relation: ""}},
+			store.Links{Complete: true}},
 		{"a null link", `{"universal_id":"e","venue_a_event_ticker":"A","venue_b_event_slug":"b",` +
-			`"matches":{"venue_a":{"relation":"identity","confidence":1,"method":"rules"},"venue_b":null}}`, links{}},
+			`"matches":{"venue_a":{"relation":"identity","confidence":1,"method":"rules"},"venue_b":null}}`, store.Links{}},
 		{"a link not in matches", `{"universal_id":"e","venue_a_event_ticker":"A","venue_b_event_slug":"b",` +
-			`"matches":{"venue_a":{"relation":"identity","confidence":1,"method":"rules"}}}`, links{}},
-		{"no confidence", `{"universal_id":"e","venue_a_event_ticker":"A","matches":{"venue_a":{"relation":"identity"}}}`, links{}},
-		{"before matches existed", `{"universal_id":"e","venue_a_event_ticker":"A","venue_b_event_slug":"b"}`, links{}},
-		{"no venue", `{"universal_id":"e","matches":{}}`, links{}},
+			`"matches":{"venue_a":{"relation":"identity","confidence":1,"method":"rules"}}}`, store.Links{}},
+		{"no confidence", `{"universal_id":"e","venue_a_event_ticker":"A","matches":{"venue_a":{"relation":"identity"}}}`, store.Links{}},
+		{"before matches existed", `{"universal_id":"e","venue_a_event_ticker":"A","venue_b_event_slug":"b"}`, store.Links{}},
+		{"no venue", `{"universal_id":"e","matches":{}}`, store.Links{}},
 	} {
 		it, ok := x.parseSummary("e", []byte(tc.raw))
 		if !ok || it.links != tc.want {

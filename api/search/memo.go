@@ -24,7 +24,7 @@ func (x *Index) Answer(q string, limit int, f Filter, render func([][]byte) (bod
 	snap := x.snap.Load()
 	// Neither the limit nor the filter's key holds a NUL: the key splits
 	// one way only.
-	key := strconv.Itoa(limit) + "\x00" + f.key() + "\x00" + q
+	key := strconv.Itoa(limit) + "\x00" + filterKey(f) + "\x00" + q
 	if v, ok := x.memos.Load(key); ok && v.(*memo).snap == snap {
 		m := v.(*memo)
 		return m.body, m.tag

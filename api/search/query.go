@@ -34,7 +34,7 @@ func (x *Index) searchIn(s *snapshot, q string, limit int, f Filter) [][]byte {
 	}
 	out := make([][]byte, 0, min(limit, s.n))
 	switch {
-	case q == "" && !f.active():
+	case q == "" && !f.Active():
 		for _, b := range s.blocks {
 			for i := range b.entries[:min(len(b.entries), limit-len(out))] {
 				out = append(out, b.entries[i].raw)
@@ -47,7 +47,7 @@ func (x *Index) searchIn(s *snapshot, q string, limit int, f Filter) [][]byte {
 	case q == "":
 		for _, b := range s.blocks {
 			for i := range b.entries {
-				if f.keeps(&b.entries[i]) {
+				if keeps(f, &b.entries[i]) {
 					if out = append(out, b.entries[i].raw); len(out) == limit {
 						return out
 					}
@@ -62,7 +62,7 @@ func (x *Index) searchIn(s *snapshot, q string, limit int, f Filter) [][]byte {
 // search answers a non-empty lq; with an active f, the entries it does not
 // keep are passed over as if their titles did not match.
 func (s *snapshot) search(prefix [][]byte, lq string, limit int, f Filter) [][]byte {
-	filtered := f.active()
+	filtered := f.Active()
 	var inside [][]byte
 	grams := make([]uint32, 0, 16)
 	for j := 1; j < len(lq) && len(grams) < cap(grams); j++ {
@@ -86,7 +86,7 @@ both:
 			}
 			o := off + j
 			i = b.titleAt(i, o)
-			if filtered && !f.keeps(&b.entries[i]) {
+			if filtered && !keeps(f, &b.entries[i]) {
 				i++
 				continue
 			}
@@ -116,7 +116,7 @@ both:
 				break
 			}
 			i += j
-			if strings.HasPrefix(b.title(i), lq) && (!filtered || f.keeps(&b.entries[i])) {
+			if strings.HasPrefix(b.title(i), lq) && (!filtered || keeps(f, &b.entries[i])) {
 				prefix = append(prefix, b.entries[i].raw)
 				if len(prefix) == limit {
 					return prefix

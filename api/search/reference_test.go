@@ -203,13 +203,13 @@ func testSearchMatchesReference(t *testing.T, size int) {
 		ranked := rankReference(src.meta)
 		for _, q := range queries {
 			for _, f := range referenceFilters {
-				if f.active() && step%10 != 0 {
+				if f.Active() && step%10 != 0 {
 					continue // the filters every tenth step: the search itself every step
 				}
 				all := filteredReference(src.meta, ranked, q, f)
 				for _, limit := range []int{1, 3, 20, 50} {
 					got, want := x.SearchFiltered(q, limit, f), all[:min(len(all), limit)]
-					if !f.active() {
+					if !f.Active() {
 						got = x.Search(q, limit)
 					}
 					same := len(got) == len(want)
