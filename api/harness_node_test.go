@@ -64,10 +64,27 @@ func withTrusted(cidrs ...string) option {
 	}
 }
 
-func withLimit(n int) option            { return func(c *nodeConfig) { c.limit.Limit = n } }
+// withLimit sets the account window's limit. A test that sets a limit
+// asserts exact counts, which hold only while Redis decides them: the
+// limiter's Redis budget is then 2 s, not 50 ms, so a box busy with other
+// suites does not send admissions to the node-alone fallback (each node its
+// own window) and let a request past the limit (TestUsageCountsExactly did,
+// in CI beside two suites). The fallback has tests of its own.
+func withLimit(n int) option {
+	return func(c *nodeConfig) { c.limit.Limit, c.limit.Timeout = n, exactLimitTimeout }
+}
+
+// exactLimitTimeout is the limiter's Redis budget in tests of exact counts.
+const exactLimitTimeout = 2 * time.Second
+
 func withWindow(d time.Duration) option { return func(c *nodeConfig) { c.limit.Window = d } }
-func withAuthFailLimit(n int) option    { return func(c *nodeConfig) { c.limit.AuthFailLimit = n } }
-func withListen(addr string) option     { return func(c *nodeConfig) { c.listen = addr } }
+
+// withAuthFailLimit sets the failed-authentication limit, with the exact
+// counts' Redis budget (withLimit).
+func withAuthFailLimit(n int) option {
+	return func(c *nodeConfig) { c.limit.AuthFailLimit, c.limit.Timeout = n, exactLimitTimeout }
+}
+func withListen(addr string) option { return func(c *nodeConfig) { c.listen = addr } }
 func withListener(wrap func(net.Listener) net.Listener) option {
 	return func(c *nodeConfig) { c.wrap = wrap }
 }
