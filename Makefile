@@ -9,7 +9,7 @@ BIN := bin/marketdata
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 30s
 
-.PHONY: build run test test-short test-cluster cluster-up cluster-down fuzz bench services chromium lint clean
+.PHONY: build run test test-short test-cluster cluster-up cluster-down lb-up lb-down fuzz bench services chromium haproxy lint clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/marketdata
@@ -20,7 +20,7 @@ run: services build
 
 # ./... includes the cluster suite (internal/clustertest): it starts its own topology with
 # deploy/local/cluster.sh on ports 32001-32016, 32221-32250 and 32432-32433.
-test: services chromium lint
+test: services chromium haproxy lint
 	$(GO) test -count=1 -p 2 -timeout 20m ./...
 
 # The unit tests alone, with no service: under -short every test that needs
@@ -39,6 +39,15 @@ cluster-up:
 
 cluster-down:
 	bash deploy/local/cluster.sh down --purge
+
+# HAProxy in front of three API nodes on loopback (deploy/local/lb.sh; LB_DIR, default
+# /tmp/marketdata-lb): clients use http://127.0.0.1:32480. Run ingest beside it (make run, or
+# bin/marketdata ingest). The balancer suite (internal/lbtest) starts its own.
+lb-up: build
+	bash deploy/local/lb.sh up
+
+lb-down:
+	bash deploy/local/lb.sh down
 
 # Runs every fuzz target for FUZZTIME, one at a time: `go test -fuzz` takes one package and
 # one target per run. `go test -list` prints each package's targets, then its "ok" line.
@@ -63,6 +72,10 @@ services:
 # Debian's Chromium for the documentation site's browser test (never a browser download).
 chromium:
 	bash deploy/local/chromium.sh
+
+# HAProxy and socat for the balancer suite (internal/lbtest), Debian's packages.
+haproxy:
+	bash deploy/local/lb.sh install
 
 # golangci-lint runs the linters .golangci.yml chooses. `go run pkg@version` builds it from the Go
 # module proxy into the build cache (about 2.5 min the first time on 2 cores, then a cached

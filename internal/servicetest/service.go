@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,9 @@ type Options struct {
 	Env map[string]string
 	// WaitTimeout bounds each wait (default DefaultWaitTimeout).
 	WaitTimeout time.Duration
+	// IngestWorkers is the number of ingest workers sharing the consumer
+	// (default 1).
+	IngestWorkers int
 }
 
 // Service is one running marketdata world of the test's own.
@@ -57,9 +61,11 @@ type Service struct {
 	DatabaseURL string
 	RedisPrefix string
 	Names       testenv.Streams
-	// APIs are the API nodes, Ingest the ingest worker.
-	APIs   []*Node
-	Ingest *Node
+	// APIs are the API nodes, Ingest the (first) ingest worker, Ingests
+	// every ingest worker.
+	APIs    []*Node
+	Ingest  *Node
+	Ingests []*Node
 
 	nc *nats.Conn
 	js jetstream.JetStream
@@ -127,33 +133,48 @@ func Start(t testing.TB, opts Options) *Service {
 	if _, err := s.CLI("migrate"); err != nil {
 		t.Fatalf("servicetest: %v", err)
 	}
-	s.Ingest = s.newNode("ingest", false, "ingest",
-		"--stream", names.Stream, "--subject-prefix", names.SubjectPrefix,
-		"--dlq-stream", names.DLQStream, "--dlq-prefix", names.DLQPrefix,
-		"--notice-subject", names.NoticeSubject, "--consumer", names.Consumer,
-		"--ack-wait", "5s")
+	for i := range max(opts.IngestWorkers, 1) {
+		name := "ingest"
+		if i > 0 {
+			name += strconv.Itoa(i + 1)
+		}
+		s.Ingests = append(s.Ingests, s.newNode(name, false, "ingest",
+			"--stream", names.Stream, "--subject-prefix", names.SubjectPrefix,
+			"--dlq-stream", names.DLQStream, "--dlq-prefix", names.DLQPrefix,
+			"--notice-subject", names.NoticeSubject, "--consumer", names.Consumer,
+			"--ack-wait", "5s"))
+	}
+	s.Ingest = s.Ingests[0]
 	for i := range opts.APINodes {
 		s.APIs = append(s.APIs, s.newNode("api"+strconv.Itoa(i+1), true, "api", "--notice-subject", names.NoticeSubject))
 	}
 	t.Cleanup(func() {
-		for _, n := range append([]*Node{s.Ingest}, s.APIs...) {
+		for _, n := range append(slices.Clone(s.Ingests), s.APIs...) {
 			n.kill()
 		}
 		if t.Failed() {
-			for _, n := range append([]*Node{s.Ingest}, s.APIs...) {
+			for _, n := range append(slices.Clone(s.Ingests), s.APIs...) {
 				t.Logf("servicetest: log of %s (%s):\n%s", n.Name, n.AdminAddr, n.tail())
 			}
 		}
 	})
 	// The ingest worker creates the streams: start it first so the API
 	// nodes' notice subscriptions find a world already in place.
-	s.Ingest.Start()
+	for _, n := range s.Ingests {
+		n.Start()
+	}
 	for _, n := range s.APIs {
 		n.Start()
 	}
 	s.observer = s.NewKey("markets:read").Secret
 	return s
 }
+
+// Env is the environment every child process of the world runs with (a
+// copy): the world's database, Redis prefix, NATS and secrets. A test that
+// starts processes of its own in the world (deploy/local/lb.sh's nodes)
+// gives them this.
+func (s *Service) Env() []string { return slices.Clone(s.env) }
 
 // URL is the base URL of the first API node ("http://127.0.0.1:port").
 func (s *Service) URL() string { return s.APIs[0].URL() }
