@@ -15,16 +15,19 @@
 #   up                 start HAProxy and every node, wait until HAProxy sees every node up
 #   down               stop every node (SIGTERM) and HAProxy
 #   status             one line per process, and HAProxy's view of each node
-#   stop-node N        SIGTERM node N (1-3), wait until it has exited (it drains its requests
-#                      and closes its streams with 1001)
-#   start-node N       start node N again, wait until its /readyz is 200 and HAProxy has it up
+#   stop-node N        take node N (1-3) out of HAProxy (drain: no new request goes to it), then
+#                      SIGTERM it and wait until it has exited (it finishes its requests and
+#                      closes its streams with 1001)
+#   start-node N       start node N again, wait until its /readyz is 200, put it back in HAProxy
+#                      and wait until HAProxy has it up
 #   restart-node N     stop-node N, then start-node N
 #   env                the address clients use (MD_URL=...)
 #   install            install HAProxy and socat (Debian's packages) when missing; `make test`
 #                      runs it (`make haproxy`)
 #
 # Environment: LB_DIR (default /tmp/marketdata-lb: pid files, logs, the runtime socket), LB_BIN
-# (default bin/marketdata), LB_WAIT_SECONDS (60). Processes are found by their pid files only.
+# (default bin/marketdata), LB_API_ARGS (more arguments of `marketdata api`, e.g.
+# --notice-subject), LB_WAIT_SECONDS (60). Processes are found by their pid files only.
 # HAProxy is Debian's package; `up` installs it (apt-get, as deploy/local/services.sh does)
 # when it is missing.
 set -euo pipefail
@@ -58,6 +61,18 @@ answers() {
 node_check() {
 	local n=$1
 	[ "$n" -ge 1 ] 2>/dev/null && [ "$n" -le ${#HTTP_PORTS[@]} ] || die "node must be 1-${#HTTP_PORTS[@]}, got '$n'"
+}
+
+# runtime sends one command to HAProxy's runtime API and prints the answer.
+runtime() {
+	printf '%s\n' "$1" | socat -t 2 - "UNIX-CONNECT:$SOCK"
+}
+
+# drained reports whether HAProxy has node N in drain mode (admin state bit 0x08).
+drained() {
+	local st
+	st=$(runtime "show servers state api_nodes" 2>/dev/null | awk -v s="api$1" '$4 == s { print $7 }')
+	[ -n "$st" ] && [ $((st & 8)) -ne 0 ]
 }
 
 # haproxy_state prints HAProxy's operational state of node N (UP, DOWN, ...), "" when unknown.
@@ -100,7 +115,6 @@ haproxy_listening() {
 }
 
 up_in_haproxy() { [ "$(haproxy_state "$1")" = UP ]; }
-down_in_haproxy() { [ "$(haproxy_state "$1")" != UP ]; }
 
 start_node() {
 	local n=$1 i=$(($1 - 1))
@@ -111,12 +125,15 @@ start_node() {
 	fi
 	answers "${HTTP_PORTS[$i]}" && die "127.0.0.1:${HTTP_PORTS[$i]} answers, but not for a node of $DIR: stop it first"
 	[ -x "$BIN" ] || die "no marketdata binary at $BIN (make build, or set LB_BIN)"
+	local args=()
+	read -r -a args <<<"${LB_API_ARGS:-}"
 	MD_HTTP_ADDR=$HOST:${HTTP_PORTS[$i]} MD_ADMIN_ADDR=$HOST:${ADMIN_PORTS[$i]} \
 		MD_TRUSTED_PROXIES=${MD_TRUSTED_PROXIES:-127.0.0.1/32} \
-		setsid "$BIN" api >>"$DIR/api$n.log" 2>&1 </dev/null &
+		setsid "$BIN" api "${args[@]}" >>"$DIR/api$n.log" 2>&1 </dev/null &
 	echo $! >"$pidf"
 	wait_for "api$n ready (/readyz on ${ADMIN_PORTS[$i]})" node_ready "$n"
 	if pid_alive "$DIR/haproxy.pid"; then
+		runtime "set server api_nodes/api$n state ready" >/dev/null
 		wait_for "HAProxy sees api$n up" up_in_haproxy "$n"
 	fi
 	echo "api$n: up on $HOST:${HTTP_PORTS[$i]} (admin ${ADMIN_PORTS[$i]}, pid $(cat "$pidf"))"
@@ -129,6 +146,12 @@ stop_node() {
 		rm -f "$pidf"
 		echo "api$n: not running"
 		return
+	fi
+	if pid_alive "$DIR/haproxy.pid"; then
+		# Out of the balancer first: no request is sent to a node that is closing, so the
+		# balancer never has to retry one that reached it (haproxy.cfg, "Retries").
+		runtime "set server api_nodes/api$n state drain" >/dev/null
+		wait_for "HAProxy drains api$n" drained "$n"
 	fi
 	local pid
 	pid=$(cat "$pidf")
@@ -162,7 +185,7 @@ start_haproxy() {
 	install_tools
 	answers $LB_PORT && die "127.0.0.1:$LB_PORT answers, but not for the HAProxy of $DIR: stop it first"
 	local i
-	local env=(LB_BIND=$HOST:$LB_PORT LB_STATS_SOCKET=$SOCK)
+	local env=(LB_BIND=$HOST:$LB_PORT LB_STATS_SOCKET=$SOCK LB_ERRORS=$root/deploy/haproxy/errors)
 	for i in 1 2 3; do
 		env+=("LB_API$i=$HOST:${HTTP_PORTS[$((i - 1))]}" "LB_API${i}_CHECK_PORT=${ADMIN_PORTS[$((i - 1))]}")
 	done
@@ -207,7 +230,6 @@ status)
 stop-node)
 	node_check "${2:-}"
 	stop_node "$2"
-	wait_for "HAProxy sees api$2 down" down_in_haproxy "$2"
 	;;
 start-node)
 	node_check "${2:-}"

@@ -72,6 +72,12 @@ func TestComposeRunsTheBalancerConfig(t *testing.T) {
 	cmd := exec.Command(haproxy, "-c", "-f", "../../deploy/haproxy/haproxy.cfg")
 	cmd.Env = os.Environ()
 	for k, v := range lb.Environment { // a check binds nothing
+		if k == "LB_ERRORS" { // compose mounts deploy/haproxy at /usr/local/etc/haproxy
+			if !strings.HasPrefix(v, "/usr/local/etc/haproxy/") {
+				t.Fatalf("LB_ERRORS is %q, outside the mounted deploy/haproxy", v)
+			}
+			v = "../../deploy/haproxy/" + strings.TrimPrefix(v, "/usr/local/etc/haproxy/")
+		}
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	out, err := cmd.CombinedOutput()

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,16 +50,21 @@ type topology struct {
 func start(t *testing.T, opts servicetest.Options) *topology {
 	t.Helper()
 	testenv.Integration(t, "PostgreSQL, Redis, NATS, HAProxy and the marketdata binary")
-	if _, err := exec.LookPath("haproxy"); err != nil {
-		testenv.Unavailable(t, "haproxy (`make haproxy` installs Debian's package)", err)
-	}
+	haproxyPath(t)
 	script, err := filepath.Abs("../../deploy/local/lb.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
+	lockTopology(t)
 	svc := servicetest.Start(t, opts)
-	tp := &topology{t: t, svc: svc, script: script, dir: t.TempDir()}
-	tp.env = append(svc.Env(), "LB_DIR="+tp.dir, "LB_BIN="+servicetest.Binary(t))
+	tp := &topology{t: t, svc: svc, script: script, dir: lbDir}
+	tp.env = append(svc.Env(), "LB_DIR="+tp.dir, "LB_BIN="+servicetest.Binary(t),
+		// The nodes follow this world's change notices, not the default subject's.
+		"LB_API_ARGS=--notice-subject "+svc.Names.NoticeSubject)
+	// A run killed before its cleanup left its processes, found by their pid files here.
+	if _, err := tp.lb("down"); err != nil {
+		t.Fatalf("stopping what an earlier run left: %v", err)
+	}
 	t.Cleanup(func() {
 		if _, err := tp.lb("down"); err != nil {
 			t.Errorf("lb.sh down: %v", err)
@@ -74,6 +81,37 @@ func start(t *testing.T, opts servicetest.Options) *topology {
 	})
 	tp.mustLB("up")
 	return tp
+}
+
+// lbDir holds the topology's pid files and logs: one fixed directory, so that a run killed
+// before its cleanup leaves processes the next run finds and stops.
+const lbDir = "/tmp/marketdata-lbtest"
+
+// lockTopology holds the topology's ports (fixed, as lb.sh's) for the test: another go test
+// process running this suite (another checkout) waits for it.
+func lockTopology(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile("/tmp/marketdata-lbtest.lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() }) // closing releases the lock
+}
+
+// haproxyPath finds Debian's haproxy, which installs in /usr/sbin (not on every user's PATH).
+func haproxyPath(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("haproxy"); err == nil {
+		return p
+	}
+	if _, err := os.Stat("/usr/sbin/haproxy"); err == nil {
+		return "/usr/sbin/haproxy"
+	}
+	testenv.Unavailable(t, "haproxy (`make haproxy` installs Debian's package)", errors.New("not on PATH nor in /usr/sbin"))
+	return ""
 }
 
 // lb runs deploy/local/lb.sh with args in the world's environment.
@@ -192,6 +230,7 @@ type publisher struct {
 	mu        sync.Mutex
 	version   map[string]int64
 	published map[string]map[int64]time.Time
+	trades    map[string][]string // market → trade ids published
 }
 
 func newPublisher(t *testing.T, svc *servicetest.Service, w *servicetest.World) *publisher {
@@ -205,7 +244,7 @@ func newPublisher(t *testing.T, svc *servicetest.Service, w *servicetest.World) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &publisher{js: js, prefix: svc.Names.SubjectPrefix, version: map[string]int64{}, published: map[string]map[int64]time.Time{}}
+	p := &publisher{js: js, prefix: svc.Names.SubjectPrefix, version: map[string]int64{}, published: map[string]map[int64]time.Time{}, trades: map[string][]string{}}
 	for _, pr := range w.Prices {
 		p.version[pr.MarketID] = pr.Version
 		p.published[pr.MarketID] = map[int64]time.Time{}
@@ -232,6 +271,32 @@ func (p *publisher) next(ctx context.Context, id string) (int64, error) {
 	return v, nil
 }
 
+// trade publishes a trade of market id; it returns its id.
+func (p *publisher) trade(ctx context.Context, id string, n int) (string, error) {
+	tid := fmt.Sprintf("%s-t%05d", id, n)
+	body := fmt.Sprintf(`{"market_id":%q,"trade_id":%q,"venue":"venue_a","price":0.42,"size":%d,"side":"buy","ts":%q}`,
+		id, tid, 1+n%50, time.Now().UTC().Format(time.RFC3339Nano))
+	subject := p.prefix + ".trade." + id
+	if _, err := p.js.Publish(ctx, subject, []byte(body), jetstream.WithMsgID(subject+"."+tid)); err != nil {
+		return "", err
+	}
+	p.mu.Lock()
+	p.trades[id] = append(p.trades[id], tid)
+	p.mu.Unlock()
+	return tid, nil
+}
+
+// tradeIDs is every trade published, by market.
+func (p *publisher) tradeIDs() map[string][]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string][]string, len(p.trades))
+	for id, ts := range p.trades {
+		out[id] = append([]string(nil), ts...)
+	}
+	return out
+}
+
 // last is every market's last published version.
 func (p *publisher) last() map[string]int64 {
 	p.mu.Lock()
@@ -250,9 +315,9 @@ func (p *publisher) publishedAt(id string, v int64) time.Time {
 	return p.published[id][v]
 }
 
-// run publishes one update every `every`, round-robin over ids, until ctx ends; it returns
-// the first error.
-func (p *publisher) run(ctx context.Context, ids []string, every time.Duration) error {
+// run publishes one update every `every`, round-robin over ids, and with tradeEvery > 0 a
+// trade with every tradeEvery-th update, until ctx ends; it returns the first error.
+func (p *publisher) run(ctx context.Context, ids []string, every time.Duration, tradeEvery int) error {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for i := 0; ; i++ {
@@ -263,6 +328,9 @@ func (p *publisher) run(ctx context.Context, ids []string, every time.Duration) 
 		}
 		pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := p.next(pctx, ids[i%len(ids)])
+		if err == nil && tradeEvery > 0 && i%tradeEvery == 0 {
+			_, err = p.trade(pctx, ids[(i/tradeEvery)%len(ids)], i)
+		}
 		cancel()
 		if err != nil {
 			return err
