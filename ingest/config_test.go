@@ -18,7 +18,7 @@ func TestDefaultConfig(t *testing.T) {
 		t.Errorf("names: got %+v, want the contract's", c)
 	}
 	if c.Replicas != 1 || c.BatchSize != 1000 || c.Linger != 10*time.Millisecond || c.Appliers != 4 ||
-		c.AckWait != 30*time.Second || c.MaxDeliveries != 10 || c.MaxAge != 7*24*time.Hour || c.SweepEvery != time.Minute {
+		c.AckWait != 5*time.Second || c.MaxDeliveries != 10 || c.MaxAge != 7*24*time.Hour || c.SweepEvery != time.Minute {
 		t.Errorf("sizes: got %+v", c)
 	}
 	ae := DefaultAntiEntropyConfig()

@@ -34,6 +34,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	// holds. The rest is dropped ("slow consumer") and waits for AckWait:
 	// with 2 s heartbeats, a test suite running beside two others stalled
 	// ingest that way (docs/notes.md).
+	//
+	// The buffer is also the one place where the keeper cannot speak for a
+	// message: delivered, its ack timer runs, but it is not received yet.
+	// The collector takes the next BatchSize of it at each hand-off to an
+	// applier, so a buffered message waits about two hand-offs: with the
+	// default ack wait that is safe unless every applier stalls at once for
+	// ~3 s (the runbook calls a batch p99 above 0.2 s slow). In such a
+	// stall JetStream redelivers what waits here to a worker with room,
+	// which is what a stall of this worker alone wants; the copy left here
+	// is applied later as not newer. A smaller buffer would move less, and
+	// was not measured for throughput (docs/notes.md).
 	iter, err := cons.Messages(jetstream.PullMaxMessages(2*w.cfg.BatchSize),
 		jetstream.PullExpiry(20*time.Second), jetstream.PullHeartbeat(5*time.Second))
 	if err != nil {
@@ -64,6 +75,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	// the next batch is larger.
 	batches := make(chan batch)
 	busy := newBusyKeys()
+	// The keeper outlives the collector: appliers finish their batches
+	// after a stop, and those messages must not be redelivered meanwhile.
+	keeping := make(chan struct{})
+	go w.keep.run(keeping)
+	defer close(keeping)
 	var wg sync.WaitGroup
 	for range w.cfg.Appliers {
 		wg.Add(1)
@@ -170,9 +186,11 @@ func (b *busyKeys) release(keys []string) {
 func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, out chan<- batch, busy *busyKeys) error {
 	var held []jetstream.Msg
 	stop := func(msgs []jetstream.Msg) error {
-		for _, m := range append(held, msgs...) {
+		mine := append(held, msgs...)
+		for _, m := range mine {
 			m.Nak() //nolint:errcheck // redelivered after AckWait anyway
 		}
+		w.keep.release(mine)
 		w.handBack(iter)
 		return nil
 	}
@@ -210,12 +228,12 @@ func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, ou
 					continue
 				default:
 				}
-				if m, err := iter.Next(jetstream.NextMaxWait(w.cfg.Linger)); err == nil {
+				if m, err := w.receive(iter, jetstream.NextMaxWait(w.cfg.Linger)); err == nil {
 					add(m)
 				}
 				continue
 			}
-			first, err := iter.Next(jetstream.NextContext(ctx))
+			first, err := w.receive(iter, jetstream.NextContext(ctx))
 			if err != nil {
 				if ctx.Err() != nil {
 					return stop(nil)
@@ -235,7 +253,7 @@ func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, ou
 			if wait <= 0 {
 				break
 			}
-			m, err := iter.Next(jetstream.NextMaxWait(wait))
+			m, err := w.receive(iter, jetstream.NextMaxWait(wait))
 			if err != nil {
 				break
 			}
@@ -248,6 +266,16 @@ func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, ou
 			return stop(b.msgs)
 		}
 	}
+}
+
+// receive takes the next message from iter and holds it in the keeper
+// until it is acknowledged or handed back.
+func (w *Worker) receive(iter jetstream.MessagesContext, opt jetstream.NextOpt) (jetstream.Msg, error) {
+	m, err := iter.Next(opt)
+	if err == nil {
+		w.keep.hold(m)
+	}
+	return m, err
 }
 
 // handBack stops pulling and gives the messages already buffered in this

@@ -174,16 +174,17 @@ func TestConvergeTwoWorkers(t *testing.T) {
 // startProcess runs `marketdata ingest` as a child process on the test's
 // database, prefix and streams, and waits until its /readyz answers 200;
 // the test's end stops it (SIGTERM), and a failed test shows its log.
-func (e *env) startProcess(t *testing.T, name string) *servicetest.Proc {
+// Flags in more come last and override the defaults here.
+func (e *env) startProcess(t *testing.T, name string, more ...string) *servicetest.Proc {
 	t.Helper()
 	var log testenv.LogBuffer
 	p, err := servicetest.StartProc(servicetest.ProcOptions{
 		Name: name, Bin: servicetest.Binary(t), Log: &log,
-		Args: []string{"ingest",
+		Args: append([]string{"ingest",
 			"--stream", e.cfg.Stream, "--subject-prefix", e.cfg.SubjectPrefix,
 			"--dlq-stream", e.cfg.DLQStream, "--dlq-prefix", e.cfg.DLQPrefix,
 			"--notice-subject", e.cfg.NoticeSubject, "--consumer", e.cfg.Consumer,
-			"--batch-size", "200", "--ack-wait", "3s"},
+			"--batch-size", "200", "--ack-wait", "3s"}, more...),
 		Env: append(os.Environ(),
 			"MD_DATABASE_URL="+e.dsn, "MD_REDIS_PREFIX="+e.prefix, "MD_ADMIN_ADDR=127.0.0.1:0",
 			"MD_REDIS_URL="+testenv.RedisURL, "MD_NATS_URL="+testenv.NATSURL,

@@ -82,8 +82,14 @@ func configOf(names testenv.Streams) ingest.Config {
 // startWorker runs an in-process worker until the test ends or stop is called.
 func (e *env) startWorker(t *testing.T) (stop func()) {
 	t.Helper()
+	return e.startWorkerMetrics(t, ingest.NewMetrics(prometheus.NewRegistry()))
+}
+
+// startWorkerMetrics is startWorker with the test's metrics.
+func (e *env) startWorkerMetrics(t *testing.T, m *ingest.Metrics) (stop func()) {
+	t.Helper()
 	w, err := ingest.New(e.cfg, ingest.Deps{
-		NC: e.nc, Store: e.st, Cache: e.cache, Metrics: ingest.NewMetrics(prometheus.NewRegistry()),
+		NC: e.nc, Store: e.st, Cache: e.cache, Metrics: m,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now, Retention: 168 * time.Hour,
 	})
 	if err != nil {

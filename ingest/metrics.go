@@ -21,6 +21,10 @@ type Metrics struct {
 	Freshness prometheus.Histogram
 	Pending   prometheus.Gauge
 	Failures  *prometheus.CounterVec
+	// ProgressAcks counts progress acks: messages held past part of the
+	// ack wait (a slow batch, a busy market) that JetStream must not
+	// redeliver.
+	ProgressAcks prometheus.Counter
 	// StreamReplicas and StreamReplicasWanted are the copies of each stream
 	// that are there now (leader and current replicas) and the copies
 	// configured (MD_STREAM_REPLICAS); set by StreamHealth.
@@ -63,6 +67,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "marketdata_ingest_failures_total",
 			Help: "Batches that failed and were handed back for redelivery, by stage.",
 		}, []string{"stage"}),
+		ProgressAcks: f.NewCounter(prometheus.CounterOpts{
+			Name: "marketdata_ingest_progress_acks_total",
+			Help: "Progress acknowledgements sent for messages held past an eighth of the ack wait (a slow batch, a busy market), so that JetStream does not redeliver them.",
+		}),
 		StreamReplicas: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "marketdata_ingest_stream_replicas",
 			Help: "Copies of each JetStream stream there now: its leader and the replicas that are current (0: no leader; 1 on a single server).",

@@ -12,13 +12,21 @@ import (
 	"github.com/marketdata/marketdata/store"
 )
 
+// batchTimeout bounds one batch's work: a hung connection or a lock held
+// elsewhere must not hold an applier forever. It is not tied to the ack
+// wait (the keeper holds the messages however long the batch takes) and is
+// long: a Postgres that is only slow, under load or a checkpoint, still
+// finishes a full batch in seconds, and a batch cut short comes back as the
+// same work plus a retry, which only makes a slow dependency slower.
+const batchTimeout = 15 * time.Second
+
 // process handles one batch: nothing is acknowledged before it is committed
 // to Postgres and written to Redis; a failure hands the messages back.
 func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg, started time.Time) {
-	// A batch must finish well before its messages' ack deadline; a hung
-	// connection or a lock held elsewhere must not hold an applier forever.
-	ctx, cancel := context.WithTimeout(ctx, min(w.cfg.AckWait/2, 30*time.Second))
+	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
 	defer cancel()
+	// Every message is acknowledged or handed back by the end.
+	defer w.keep.release(msgs)
 	items := make([]*inflight, len(msgs))
 	for i, m := range msgs {
 		items[i] = w.decode(m)

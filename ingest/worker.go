@@ -5,6 +5,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -47,6 +48,8 @@ type Worker struct {
 	metrics *Metrics
 	log     *slog.Logger
 	now     func() time.Time
+	// keep sends progress acks for the messages the worker holds.
+	keep *keeper
 	// retention is how long a resolved market stays served (for the sweeper).
 	retention time.Duration
 }
@@ -68,6 +71,9 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
+	if d.Metrics == nil {
+		return nil, errors.New("ingest: Deps.Metrics is nil")
+	}
 	js, err := jetstream.New(d.NC)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: jetstream: %w", err)
@@ -78,6 +84,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	return &Worker{
 		cfg: cfg, nc: d.NC, js: js, store: d.Store, cache: d.Cache,
 		metrics: d.Metrics, log: d.Log, now: d.Now, retention: d.Retention,
+		keep: newKeeper(cfg.AckWait, d.Metrics.ProgressAcks),
 	}, nil
 }
 

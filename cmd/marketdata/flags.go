@@ -28,7 +28,7 @@ func ingestFlags(fs *pflag.FlagSet, ic *ingest.Config) {
 	fs.IntVar(&ic.BatchSize, "batch-size", ic.BatchSize, "most messages per batch (1..10000)")
 	fs.DurationVar(&ic.Linger, "linger", ic.Linger, "how long a batch may wait for more messages after its first (above 0, at most 1s)")
 	fs.IntVar(&ic.Appliers, "appliers", ic.Appliers, "batches one process writes at once (1..64)")
-	fs.DurationVar(&ic.AckWait, "ack-wait", ic.AckWait, "redeliver a message not acknowledged this long after delivery: a crashed worker's messages (at least 1s)")
+	fs.DurationVar(&ic.AckWait, "ack-wait", ic.AckWait, "how long a dead worker's messages wait before JetStream redelivers them; live workers send progress acks for what they hold (at least 1s)")
 }
 
 // streamFlags registers the flags `ingest` and `feed` share on ic: the
