@@ -98,7 +98,7 @@ func lockTopology(t *testing.T) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Close() }) // closing releases the lock
+	t.Cleanup(func() { _ = f.Close() }) // closing releases the lock
 }
 
 // haproxyPath finds Debian's haproxy, which installs in /usr/sbin (not on every user's PATH).
