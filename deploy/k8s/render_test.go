@@ -13,7 +13,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -28,6 +30,8 @@ type rendered struct {
 	configMaps  map[string]*corev1.ConfigMap
 	pdbs        map[string]*policyv1.PodDisruptionBudget
 	hpas        map[string]*autoscalingv2.HorizontalPodAutoscaler
+	jobs        map[string]*batchv1.Job
+	policies    map[string]*networkingv1.NetworkPolicy
 }
 
 // kustomizations are the directories the tests render: the base and every
@@ -77,6 +81,8 @@ func render(t *testing.T, fsys filesys.FileSystem, dir string) *rendered {
 		configMaps:  map[string]*corev1.ConfigMap{},
 		pdbs:        map[string]*policyv1.PodDisruptionBudget{},
 		hpas:        map[string]*autoscalingv2.HorizontalPodAutoscaler{},
+		jobs:        map[string]*batchv1.Job{},
+		policies:    map[string]*networkingv1.NetworkPolicy{},
 	}
 	for _, res := range m.Resources() {
 		b, err := res.MarshalJSON()
@@ -102,6 +108,12 @@ func render(t *testing.T, fsys filesys.FileSystem, dir string) *rendered {
 		case "HorizontalPodAutoscaler autoscaling/v2":
 			h := &autoscalingv2.HorizontalPodAutoscaler{}
 			r.hpas[name], dst = h, h
+		case "Job batch/v1":
+			j := &batchv1.Job{}
+			r.jobs[name], dst = j, j
+		case "NetworkPolicy networking.k8s.io/v1":
+			p := &networkingv1.NetworkPolicy{}
+			r.policies[name], dst = p, p
 		default:
 			// A Secret lands here too: the repository holds none.
 			t.Errorf("%s: %s %s/%s: no test checks this kind; decode and check it here", dir, apiVersion, kind, name)
@@ -214,6 +226,19 @@ func command(t *testing.T, dir string, c corev1.Container) string {
 // allContainers are a pod's init containers and containers.
 func allContainers(spec corev1.PodSpec) []corev1.Container {
 	return slices.Concat(spec.InitContainers, spec.Containers)
+}
+
+// pods are the pod templates of every workload, the Deployments' and the
+// Jobs', by "Kind/name".
+func (r *rendered) pods() map[string]corev1.PodTemplateSpec {
+	out := map[string]corev1.PodTemplateSpec{}
+	for name, d := range r.deployments {
+		out["Deployment/"+name] = d.Spec.Template
+	}
+	for name, j := range r.jobs {
+		out["Job/"+name] = j.Spec.Template
+	}
+	return out
 }
 
 // sortedKeys lists a set for messages.
