@@ -203,6 +203,7 @@ func build() (dashboard.Dashboard, error) {
 					"1": {Text: cog.ToPtr("up"), Color: cog.ToPtr("green")},
 				},
 			}}}).
+			Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeSingle).Sort(common.SortOrderNone)).
 			WithTarget(query("min by (dependency) ("+m("marketdata_dependency_up")+")", "{{dependency}}"))).
 		WithPanel(graph("Nodes by /readyz status",
 			"How many nodes answer ready, degraded (200, a degradable check failing: keep the traffic, fix the dependency) or unavailable (503: no traffic).",
@@ -220,6 +221,8 @@ func build() (dashboard.Dashboard, error) {
 			Title("Since the last full anti-entropy pass").
 			Description("A pass over every document takes about 5 minutes for 150,000 documents; this should not grow much beyond that.").
 			Datasource(datasource).Height(8).Span(8).Unit(units.Seconds).
+			ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
+			Orientation(common.VizOrientationAuto).
 			WithTarget(query("time() - max("+m("marketdata_ingest_antientropy_last_pass_timestamp_seconds")+" > 0)", "since last pass"))).
 		// Node resources.
 		WithRow(dashboard.NewRowBuilder("Node")).

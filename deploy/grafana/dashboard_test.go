@@ -2,12 +2,17 @@ package grafana
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
 	"slices"
 	"sort"
 	"testing"
+
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 )
 
 // decode is JSON decoded into maps and slices, so that two encodings of one
@@ -185,4 +190,32 @@ func TestDashboardStructure(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDashboardDecodes: the committed file decodes strictly into the SDK's
+// dashboard type (no field Grafana's schema lacks, every panel and query of
+// a known plugin) and passes its validation.
+func TestDashboardDecodes(t *testing.T) {
+	plugins.RegisterDefaultPlugins()
+	b, err := os.ReadFile(File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard.Dashboard
+	if err := d.UnmarshalJSONStrict(b); failed(err) {
+		t.Fatalf("%s: %v", File, err)
+	}
+	if err := d.Validate(); failed(err) {
+		t.Errorf("%s: %v", File, err)
+	}
+}
+
+// failed reports whether err is an error: the SDK returns an empty
+// cog.BuildErrors, a non-nil error interface, when all is well.
+func failed(err error) bool {
+	var be cog.BuildErrors
+	if errors.As(err, &be) {
+		return len(be) > 0
+	}
+	return err != nil
 }
