@@ -9,7 +9,7 @@ BIN := bin/marketdata
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 30s
 
-.PHONY: build run test test-short test-cluster cluster-up cluster-down lb-up lb-down fuzz bench services chromium haproxy lint clean
+.PHONY: build run test test-short test-cluster cluster-up cluster-down lb-up lb-down fuzz bench services chromium haproxy promtool lint clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/marketdata
@@ -20,7 +20,7 @@ run: services build
 
 # ./... includes the cluster suite (internal/clustertest): it starts its own topology with
 # deploy/local/cluster.sh on ports 32001-32016, 32221-32250 and 32432-32433.
-test: services chromium haproxy lint
+test: services chromium haproxy promtool lint
 	$(GO) test -count=1 -p 2 -timeout 20m ./...
 
 # The unit tests alone, with no service: under -short every test that needs
@@ -76,6 +76,10 @@ chromium:
 # HAProxy and socat for the balancer suite (internal/lbtest), Debian's packages.
 haproxy:
 	bash deploy/local/lb.sh install
+
+# promtool from Debian's prometheus package, for the alert rules' tests (deploy/prometheus).
+promtool:
+	bash deploy/local/promtool.sh
 
 # golangci-lint runs the linters .golangci.yml chooses. `go run pkg@version` builds it from the Go
 # module proxy into the build cache (about 2.5 min the first time on 2 cores, then a cached

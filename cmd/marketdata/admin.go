@@ -49,9 +49,56 @@ type readiness struct {
 	failed, degraded map[string]string
 }
 
+// The statuses /readyz answers, the "status" label of marketdata_readyz_status.
+const (
+	statusReady       = "ready"
+	statusDegraded    = "degraded"
+	statusUnavailable = "unavailable"
+)
+
+// status is what /readyz answers for r: unavailable (503) when a required
+// check failed, degraded when only degradable ones did, else ready.
+func (r readiness) status() string {
+	switch {
+	case len(r.failed) > 0:
+		return statusUnavailable
+	case len(r.degraded) > 0:
+		return statusDegraded
+	default:
+		return statusReady
+	}
+}
+
+// readinessMetrics are the series each evaluation sets, so that alerts see
+// what /readyz would answer without probing it: a degraded node keeps its
+// traffic and would otherwise go unnoticed.
+type readinessMetrics struct {
+	up     *prometheus.GaugeVec // marketdata_dependency_up{dependency}
+	status *prometheus.GaugeVec // marketdata_readyz_status{status}
+}
+
+func newReadinessMetrics(reg prometheus.Registerer) (*readinessMetrics, error) {
+	m := &readinessMetrics{
+		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "marketdata_dependency_up",
+			Help: "1 while the readiness check of a dependency (or of the node's own state) passes, else 0.",
+		}, []string{"dependency"}),
+		status: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "marketdata_readyz_status",
+			Help: "1 for the status /readyz answers at the latest check (ready, degraded or unavailable), 0 for the others.",
+		}, []string{"status"}),
+	}
+	for _, c := range []prometheus.Collector{m.up, m.status} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("admin: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
 // evaluate runs every check at once (a slow one does not delay the others)
-// and sets marketdata_dependency_up for each.
-func evaluate(ctx context.Context, checks []check, up *prometheus.GaugeVec) readiness {
+// and sets marketdata_dependency_up for each and marketdata_readyz_status.
+func evaluate(ctx context.Context, checks []check, m *readinessMetrics) readiness {
 	errs := make([]error, len(checks))
 	var wg sync.WaitGroup
 	for i, c := range checks {
@@ -77,7 +124,15 @@ func evaluate(ctx context.Context, checks []check, up *prometheus.GaugeVec) read
 				r.failed[c.name] = errs[i].Error()
 			}
 		}
-		up.WithLabelValues(c.name).Set(v)
+		m.up.WithLabelValues(c.name).Set(v)
+	}
+	now := r.status()
+	for _, st := range []string{statusReady, statusDegraded, statusUnavailable} {
+		v := 0.0
+		if st == now {
+			v = 1
+		}
+		m.status.WithLabelValues(st).Set(v)
 	}
 	return r
 }
@@ -98,7 +153,8 @@ type adminServer struct {
 }
 
 // readyPoll is how often the checks run without a /readyz request, so that
-// marketdata_dependency_up stays current for dashboards and alerts.
+// marketdata_dependency_up and marketdata_readyz_status stay current for
+// dashboards and alerts.
 const readyPoll = 5 * time.Second
 
 func startAdmin(addr string, reg *prometheus.Registry, checks []check, log *slog.Logger) (*adminServer, error) {
@@ -112,13 +168,10 @@ func startAdmin(addr string, reg *prometheus.Registry, checks []check, log *slog
 // startAdminOn is startAdmin on a listener already bound; ln is closed
 // when the server cannot start.
 func startAdminOn(ln net.Listener, reg *prometheus.Registry, checks []check, log *slog.Logger) (*adminServer, error) {
-	up := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "marketdata_dependency_up",
-		Help: "1 while the readiness check of a dependency (or of the node's own state) passes, else 0.",
-	}, []string{"dependency"})
-	if err := reg.Register(up); err != nil {
+	m, err := newReadinessMetrics(reg)
+	if err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("admin: register metrics: %w", err)
+		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -128,21 +181,15 @@ func startAdminOn(ln net.Listener, reg *prometheus.Registry, checks []check, log
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		res := evaluate(ctx, checks, up)
+		res := evaluate(ctx, checks, m)
 		w.Header().Set("Content-Type", "application/json")
-		body := map[string]any{}
+		body := map[string]any{"status": res.status()}
 		if len(res.degraded) > 0 {
 			body["degraded"] = res.degraded
 		}
-		switch {
-		case len(res.failed) > 0:
-			body["status"] = "unavailable"
+		if len(res.failed) > 0 {
 			body["failed"] = res.failed
 			w.WriteHeader(http.StatusServiceUnavailable)
-		case len(res.degraded) > 0:
-			body["status"] = "degraded"
-		default:
-			body["status"] = "ready"
 		}
 		b, _ := json.Marshal(body) // maps of strings always encode
 		w.Write(b)                 //nolint:errcheck // the prober went away: nothing to tell it
@@ -159,7 +206,7 @@ func startAdminOn(ln net.Listener, reg *prometheus.Registry, checks []check, log
 		defer t.Stop()
 		for {
 			ctx, cancel := context.WithTimeout(pctx, 2*time.Second)
-			evaluate(ctx, checks, up)
+			evaluate(ctx, checks, m)
 			cancel()
 			select {
 			case <-pctx.Done():

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/marketdata/marketdata/internal/metrictest"
 )
 
 // TestAdminEndpoints: /healthz answers while the process runs, /readyz names
@@ -71,6 +73,9 @@ func TestAdminEndpoints(t *testing.T) {
 	if _, body := get("/metrics"); !strings.Contains(body, `marketdata_dependency_up{dependency="redis"} 0`) || !strings.Contains(body, `marketdata_dependency_up{dependency="postgres"} 1`) {
 		t.Errorf("/metrics: marketdata_dependency_up missing or wrong in %s", grepLines(body, "marketdata_dependency_up"))
 	}
+	if _, body := get("/metrics"); !strings.Contains(body, `marketdata_readyz_status{status="unavailable"} 1`) || !strings.Contains(body, `marketdata_readyz_status{status="ready"} 0`) {
+		t.Errorf("/metrics: marketdata_readyz_status missing or wrong in %s", grepLines(body, "marketdata_readyz_status"))
+	}
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "marketdata_test_total 3") || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("/metrics: %d, missing series in %.300s", code, body)
 	}
@@ -85,4 +90,46 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "")
+}
+
+// TestReadyzStatusMetric: marketdata_readyz_status is 1 for the status
+// /readyz answers and 0 for the other two, after every evaluation.
+func TestReadyzStatusMetric(t *testing.T) {
+	ok := func(context.Context) error { return nil }
+	down := func(context.Context) error { return errors.New("connection refused") }
+	partial := func(context.Context) error { return &partialError{reason: "replica down"} }
+	cases := []struct {
+		name   string
+		checks []check
+		want   string
+	}{
+		{"all pass", []check{required("postgres", ok), degradable("nats", ok)}, statusReady},
+		{"a degradable check fails", []check{required("postgres", ok), degradable("nats", down)}, statusDegraded},
+		{"a required check partly down", []check{required("redis", partial), degradable("nats", ok)}, statusDegraded},
+		{"a required check fails", []check{required("postgres", down), degradable("nats", down)}, statusUnavailable},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			m, err := newReadinessMetrics(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A stale status from an earlier evaluation must not survive.
+			m.status.WithLabelValues(statusReady).Set(1)
+			m.status.WithLabelValues(statusUnavailable).Set(1)
+			if got := evaluate(context.Background(), c.checks, m).status(); got != c.want {
+				t.Errorf("status() = %q, want %q", got, c.want)
+			}
+			for _, st := range []string{statusReady, statusDegraded, statusUnavailable} {
+				want := 0.0
+				if st == c.want {
+					want = 1
+				}
+				if got := metrictest.Value(t, reg, "marketdata_readyz_status", "status", st); got != want {
+					t.Errorf("marketdata_readyz_status{status=%q} = %v, want %v", st, got, want)
+				}
+			}
+		})
+	}
 }
