@@ -7,7 +7,8 @@
 #   API nodes    api1-api3: HTTP on 127.0.0.1:32481-32483, admin (/readyz) on 32491-32493
 #
 # The nodes run with the caller's environment (MD_DATABASE_URL, MD_REDIS_URL, ... as for
-# `marketdata api`; `make run`'s defaults when unset), plus their addresses and
+# `marketdata api`: the local services' addresses when unset; MD_CURSOR_SECRET and MD_KEY_PEPPER
+# have no default and must be set), plus their addresses and
 # MD_TRUSTED_PROXIES=127.0.0.1/32 (HAProxy connects from 127.0.0.1) unless the caller sets it.
 # Ingest and the services are not started here: run `marketdata ingest` (or `make run`) beside.
 #
