@@ -199,27 +199,90 @@ func isSelector(e ast.Expr, pkg, name string) bool {
 	return ok && id.Name == pkg
 }
 
-// durationLit evaluates N*time.Second and the like.
+// durationLit evaluates N*time.Second, time.Second and the like.
 func durationLit(e ast.Expr) (time.Duration, bool) {
-	bin, ok := e.(*ast.BinaryExpr)
-	if !ok || bin.Op != token.MUL {
-		return 0, false
-	}
-	lit, ok := bin.X.(*ast.BasicLit)
-	if !ok || lit.Kind != token.INT {
-		return 0, false
-	}
-	n, err := strconv.Atoi(lit.Value)
-	if err != nil {
-		return 0, false
+	n, unitExpr := 1, e
+	if bin, ok := e.(*ast.BinaryExpr); ok {
+		lit, ok := bin.X.(*ast.BasicLit)
+		if bin.Op != token.MUL || !ok || lit.Kind != token.INT {
+			return 0, false
+		}
+		var err error
+		if n, err = strconv.Atoi(lit.Value); err != nil {
+			return 0, false
+		}
+		unitExpr = bin.Y
 	}
 	units := map[string]time.Duration{"Millisecond": time.Millisecond, "Second": time.Second, "Minute": time.Minute}
 	for name, unit := range units {
-		if isSelector(bin.Y, "time", name) {
+		if isSelector(unitExpr, "time", name) {
 			return time.Duration(n) * unit, true
 		}
 	}
 	return 0, false
+}
+
+// ingestBatchBudget reads how long an ingest applier may still take over
+// the batch in hand once the worker stops (ingest/process.go): the batch
+// deadline, const batchTimeout, and the pause after a failed batch, the
+// cap in process's time.Sleep(min(delay, cap)). The ack wait bounds no
+// batch: the worker sends progress acks for what it holds.
+func ingestBatchBudget(t *testing.T) time.Duration {
+	t.Helper()
+	const path = "../../ingest/process.go"
+	f := parseFile(t, path)
+	var timeout time.Duration
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if name.Name == "batchTimeout" && i < len(vs.Values) {
+					timeout, _ = durationLit(vs.Values[i])
+				}
+			}
+		}
+	}
+	if timeout <= 0 {
+		t.Fatalf("%s: no const batchTimeout = N*time.Unit: read the batch deadline by hand and update this reader", path)
+	}
+	var process *ast.FuncDecl
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == "process" && fd.Recv != nil {
+			process = fd
+		}
+	}
+	if process == nil {
+		t.Fatalf("%s: no method process", path)
+	}
+	var pauses []time.Duration
+	ast.Inspect(process.Body, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || !isSelector(call.Fun, "time", "Sleep") {
+			return true
+		}
+		capped, ok := call.Args[0].(*ast.CallExpr)
+		if ok {
+			id, isIdent := capped.Fun.(*ast.Ident)
+			ok = isIdent && id.Name == "min" && len(capped.Args) == 2
+		}
+		if !ok {
+			t.Fatalf("%s: process's time.Sleep is not min(delay, N*time.Unit): read the pause by hand and update this reader", path)
+		}
+		d, ok := durationLit(capped.Args[1])
+		if !ok {
+			t.Fatalf("%s: process's pause is not capped by N*time.Unit: read it by hand and update this reader", path)
+		}
+		pauses = append(pauses, d)
+		return true
+	})
+	if len(pauses) != 1 {
+		t.Fatalf("%s: process has %d time.Sleep pauses, want 1", path, len(pauses))
+	}
+	return timeout + pauses[0]
 }
 
 // dockerExposed reads the ports deploy/Dockerfile's EXPOSE lines name.

@@ -3,14 +3,12 @@ package k8s
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -268,46 +266,6 @@ func TestNetworkPolicies(t *testing.T) {
 // another ingress controller's or Prometheus' namespace, added to an
 // overlay, moves exactly those rules.
 func TestNetworkPolicyPatchInDocs(t *testing.T) {
-	b, err := os.ReadFile("../../docs/kubernetes.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var block string
-	for _, part := range strings.Split(string(b), "```yaml\n")[1:] {
-		part, _, _ = strings.Cut(part, "```")
-		if strings.Contains(part, "kind: NetworkPolicy") {
-			block = part
-			break
-		}
-	}
-	if block == "" {
-		t.Fatal("docs/kubernetes.md: no yaml block patching a NetworkPolicy")
-	}
-	var doc struct {
-		Patches []any `yaml:"patches"`
-	}
-	if err := yaml.Unmarshal([]byte(block), &doc); err != nil || len(doc.Patches) == 0 {
-		t.Fatalf("docs/kubernetes.md: the NetworkPolicy block is not a kustomization's patches (%v):\n%s", err, block)
-	}
-	mem := copyToMemory(t, ".")
-	const path = "/k8s/overlays/prod/kustomization.yaml"
-	kb, err := mem.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var k map[string]any
-	if err := yaml.Unmarshal(kb, &k); err != nil {
-		t.Fatal(err)
-	}
-	patches, _ := k["patches"].([]any)
-	k["patches"] = append(patches, doc.Patches...)
-	out, err := yaml.Marshal(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mem.WriteFile(path, out); err != nil {
-		t.Fatal(err)
-	}
 	// The namespaces the docs' example names.
-	checkPolicies(t, render(t, mem, "/k8s/overlays/prod"), wantInbound("traefik", "observability"))
+	checkPolicies(t, withDocPatches(t, "kind: NetworkPolicy"), wantInbound("traefik", "observability"))
 }
