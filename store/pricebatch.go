@@ -30,9 +30,10 @@ import (
 // when none). The conditional reads are LATERAL lookups whose condition on
 // the outer row comes first: Postgres tests it before touching the index.
 // LIMIT 1 (each is a primary-key lookup anyway) keeps the planner from
-// flattening them back into joins, so each can only be a lookup per row. As plain joins (a NULL
-// join key for "not needed"), a batch of 1,000 on a 250,000-market world was
-// planned as a hash join over all of prices: 164 ms of a 190 ms statement.
+// flattening them back into joins, so each can only be a lookup per row. As
+// plain joins (a NULL join key for "not needed"), a batch of 1,000 on a
+// 250,000-market world was planned as a hash join over all of prices: 164 ms
+// of a 190 ms statement (TestPriceDocsReadsByKey).
 const priceDocsSQL = `
 	WITH u AS (
 	    SELECT *
