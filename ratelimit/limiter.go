@@ -88,6 +88,8 @@ type Limiter struct {
 	refunding chan struct{}
 	// Counts of the admission round trips, for Register.
 	trips, admitted, windowCalls, refundFailures atomic.Uint64
+	// suspectsHeard counts the first failures this node heard published.
+	suspectsHeard atomic.Uint64
 	// leased counts the requests admitted from a lease, with no round trip.
 	leased atomic.Uint64
 
@@ -151,6 +153,9 @@ func (l *Limiter) Register(reg prometheus.Registerer) error {
 			}
 			return 0
 		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "marketdata_ratelimit_suspects_heard_total", Help: "First failed authentications of an address (published by the node that counted them) this node heard, and checks that address for a block from then on.",
+		}, func() float64 { return float64(l.suspectsHeard.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "marketdata_ratelimit_leased_admissions_total", Help: "Requests admitted from a lease of their account's window, with no round trip.",
 		}, func() float64 { return float64(l.leased.Load()) }),

@@ -142,6 +142,7 @@ func (l *Limiter) followSuspects(ctx context.Context) {
 		case *redis.Message:
 			if addr, left, ok := parseSuspect(m.Payload); ok {
 				l.suspects.add(addr, time.Now().Add(left))
+				l.suspectsHeard.Add(1)
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,8 +127,11 @@ func TestThroughTheBalancer(t *testing.T) {
 	if err != nil || status != 431 || errorCode(body) != "invalid_request" {
 		t.Errorf("a 20 KiB header through the balancer: %d %.200s (%v); want the node's 431 invalid_request", status, body, err)
 	}
-	if status, body, _, err := get(other, "/public/v1/events", key, "X-Padding", strings.Repeat("a", 40<<10)); err != nil || status != 400 {
-		t.Errorf("a 40 KiB header through the balancer: %d %.200s (%v); want 400", status, body, err)
+	// HAProxy answers 400 and closes as soon as its buffer is full, while the client may
+	// still be writing: the client then sees the close (a broken pipe) rather than the
+	// answer. Either way the request never reaches a node.
+	if status, body, _, err := get(other, "/public/v1/events", key, "X-Padding", strings.Repeat("a", 40<<10)); (err == nil && status != 400) || (err != nil && !isClosed(err)) {
+		t.Errorf("a 40 KiB header through the balancer: %d %.200s (%v); want 400 or the connection closed", status, body, err)
 	}
 	for n := 1; n <= 3; n++ {
 		tp.mustLB("stop-node", strconv.Itoa(n))
@@ -136,6 +140,11 @@ func TestThroughTheBalancer(t *testing.T) {
 	if err != nil || status != 503 || errorCode(body) != "unavailable" || retry == "" {
 		t.Errorf("no node up: %d (Retry-After %q) %.200s (%v); want 503 unavailable with Retry-After", status, retry, body, err)
 	}
+}
+
+// isClosed reports whether err is the balancer closing the connection under a write.
+func isClosed(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // errorCode is the code of an answer in the API's error shape, "" for anything else.

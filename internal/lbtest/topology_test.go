@@ -65,6 +65,9 @@ func start(t *testing.T, opts servicetest.Options) *topology {
 	if _, err := tp.lb("down"); err != nil {
 		t.Fatalf("stopping what an earlier run left: %v", err)
 	}
+	for _, name := range []string{"haproxy", "api1", "api2", "api3"} {
+		_ = os.Remove(filepath.Join(tp.dir, name+".log")) // the logs shown on failure are this test's
+	}
 	t.Cleanup(func() {
 		if _, err := tp.lb("down"); err != nil {
 			t.Errorf("lb.sh down: %v", err)
