@@ -36,12 +36,12 @@ func TestEdgeConnReadAhead(t *testing.T) {
 			t.Fatal(err)
 		}
 		got = append(got, one...)
-		if c.ahead == nil {
+		if !c.Buffered() {
 			continue
 		}
 		aheadUsed = true
 		buf := make([]byte, 7) // fasthttp's reader fills in pieces
-		for c.ahead != nil {
+		for c.Buffered() {
 			n, err := c.Read(buf)
 			if err != nil {
 				t.Fatal(err)
@@ -52,7 +52,7 @@ func TestEdgeConnReadAhead(t *testing.T) {
 	if !bytes.Equal(got, first) {
 		t.Fatalf("read %q, want %q", got, first)
 	}
-	if c.ahead != nil {
+	if c.Buffered() || c.ahead != nil {
 		t.Fatal("the drained read-ahead buffer is still held")
 	}
 	if !aheadUsed {
@@ -134,5 +134,56 @@ func TestEdgeConnHandOver(t *testing.T) {
 	c.Close() //nolint:errcheck // a second close fails; what matters is that the hooks do not run again
 	if closes != 1 || hooks != 1 {
 		t.Errorf("after two closes: onClose ran %d times, the hook %d; want 1 each", closes, hooks)
+	}
+}
+
+// TestEdgeConnSmallReads: a short read that brings no more than it asked
+// for holds no buffer; fasthttp's one-byte wait for the next request ends
+// quietly (io.EOF) when the idle timeout runs out, and so when the client
+// closes.
+func TestEdgeConnSmallReads(t *testing.T) {
+	client, raw := testenv.LoopbackPair(t)
+	c := newConn(raw, 10*time.Second, 50*time.Millisecond, func() {})
+	defer c.Close() //nolint:errcheck // the test is over
+	one := make([]byte, 1)
+	if n, err := c.Read(one); n != 0 || err != io.EOF {
+		t.Fatalf("one-byte idle read: %d %v, want io.EOF", n, err)
+	}
+	ConnState(c, fasthttp.StateIdle)
+	if _, err := client.Write([]byte("G")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Read(one); n != 1 || err != nil || one[0] != 'G' {
+		t.Fatalf("one-byte read of one byte: %d %q %v", n, one[:n], err)
+	}
+	if c.Buffered() {
+		t.Error("a read that brought only its byte holds a buffer")
+	}
+	ConnState(c, fasthttp.StateIdle)
+	if err := client.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Read(one); n != 0 || err != io.EOF {
+		t.Fatalf("one-byte read after the client closed: %d %v, want io.EOF", n, err)
+	}
+}
+
+// TestEdgeConnActiveBeforeFirstRequest: fasthttp may say StateActive on a
+// new connection before any byte arrived; that starts no request, so the
+// idle wait still ends quietly rather than as a request timeout.
+func TestEdgeConnActiveBeforeFirstRequest(t *testing.T) {
+	_, raw := testenv.LoopbackPair(t)
+	c := newConn(raw, 10*time.Second, 50*time.Millisecond, func() {})
+	defer c.Close() //nolint:errcheck // the test is over
+	ConnState(c, fasthttp.StateActive)
+	if c.inRequest {
+		t.Fatal("StateActive before any byte started a request")
+	}
+	start := time.Now()
+	if _, err := c.Read(make([]byte, 64)); err != io.EOF {
+		t.Fatalf("idle read: %v, want io.EOF", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the idle wait ended after %s, want about 50 ms (the request timeout is 10 s)", d)
 	}
 }

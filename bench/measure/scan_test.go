@@ -88,3 +88,45 @@ func TestDurHistQuantilesBoundTheTruth(t *testing.T) {
 		}
 	}
 }
+
+// TestDurHistMerge: per-connection histograms merged answer as one
+// histogram of all their samples would, count and maximum included.
+func TestDurHistMerge(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var all, merged DurHist
+	parts := make([]DurHist, 4)
+	for i := range 40_000 {
+		us := int64(r.ExpFloat64() * 5_000)
+		all.Add(us)
+		parts[i%len(parts)].Add(us)
+	}
+	parts[2].Add(900_000) // one connection saw a far outlier
+	all.Add(900_000)
+	for i := range parts {
+		merged.Merge(&parts[i])
+	}
+	if merged.N != all.N || merged.Max != all.Max || merged.Counts != all.Counts {
+		t.Fatalf("merged n %d max %d, want %d and %d and the same buckets", merged.N, merged.Max, all.N, all.Max)
+	}
+	for _, q := range []float64{0.5, 0.99, 1} {
+		got, _ := merged.QuantileMS(q, 0)
+		want, _ := all.QuantileMS(q, 0)
+		if got != want {
+			t.Errorf("q%.2f: merged %.2f ms, one histogram %.2f ms", q, got, want)
+		}
+	}
+	if got, _ := merged.QuantileMS(1, 0); got != 900 {
+		t.Errorf("q1 = %v ms, want the outlier's 900", got)
+	}
+}
+
+func TestDurHistEmpty(t *testing.T) {
+	var h DurHist
+	if ms, ok := h.QuantileMS(0.99, 0); ms != 0 || !ok {
+		t.Errorf("q0.99 of no samples = %v, %v; want 0, ok", ms, ok)
+	}
+	// Only samples beyond every bucket: no quantile is known.
+	if _, ok := h.QuantileMS(0.5, 3); ok {
+		t.Error("q0.5 with every sample beyond the buckets: want not ok")
+	}
+}

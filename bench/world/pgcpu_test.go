@@ -4,41 +4,7 @@ import (
 	"net/url"
 	"testing"
 	"time"
-
-	"github.com/marketdata/marketdata/bench/measure"
 )
-
-func TestParseStatTicks(t *testing.T) {
-	for _, c := range []struct {
-		name, stat string
-		comm       string
-		ticks      int64
-		bad        bool
-	}{
-		{"postgres backend",
-			"2212 (postgres) S 2211 2212 2212 0 -1 4194368 626 0 1 0 22 35 0 0 20 0 1 0 4689 222945280 7888",
-			"postgres", 57, false},
-		{"command with spaces and parentheses",
-			"77 (a (b) c) R 1 77 77 0 -1 0 0 0 0 0 1000 250 0 0 20 0 1 0 1 1 1",
-			"a (b) c", 1250, false},
-		{"truncated", "77 (x) R 1 2 3", "", 0, true},
-		{"no command", "77 x R", "", 0, true},
-		{"not a number", "77 (x) R 1 77 77 0 -1 0 0 0 0 0 ten 250 0", "", 0, true},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			comm, ticks, err := measure.ParseStatTicks([]byte(c.stat))
-			if c.bad {
-				if err == nil {
-					t.Fatalf("parseStatTicks(%q) = %q, %d, want an error", c.stat, comm, ticks)
-				}
-				return
-			}
-			if err != nil || comm != c.comm || ticks != c.ticks {
-				t.Errorf("parseStatTicks = %q, %d, %v; want %q, %d", comm, ticks, err, c.comm, c.ticks)
-			}
-		})
-	}
-}
 
 func TestPGGroupAndAppName(t *testing.T) {
 	dsn := WithAppName("postgres://postgres@127.0.0.1:5432/mdbenchx_poll?sslmode=disable", "api-a")

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/marketdata/marketdata/cache"
+	"github.com/marketdata/marketdata/internal/metrictest"
 	"github.com/marketdata/marketdata/internal/redisx"
 	"github.com/marketdata/marketdata/internal/testenv"
 	"github.com/marketdata/marketdata/store"
@@ -31,6 +33,13 @@ func TestClusterFollowsFailover(t *testing.T) {
 	// Bare go-redis, for comparison (logged, not asserted).
 	bare := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
 	defer bare.Close()
+	if d, err := redisx.Health(ctx, bare); err != nil || len(d) != 0 {
+		t.Fatalf("health of a healthy cluster through a plain client: %v, %v; want nothing degraded", d, err)
+	}
+	reg := prometheus.NewRegistry()
+	if err := redisx.RegisterMetrics(reg, rdb); err != nil {
+		t.Fatal(err)
+	}
 	key := c.MarketKey("follow")
 	for _, w := range []redis.Cmdable{rdb, bare} {
 		if err := w.Set(ctx, key, "0", 0).Err(); err != nil {
@@ -98,6 +107,9 @@ func TestClusterFollowsFailover(t *testing.T) {
 	}
 	if n := rdb.NodesDown(); n < 1 {
 		t.Errorf("nodes down: got %d, want at least 1", n)
+	}
+	if got := metrictest.Value(t, reg, "marketdata_redis_nodes_down"); got < 1 {
+		t.Errorf("marketdata_redis_nodes_down = %v, want at least 1", got)
 	}
 
 	// The dead node comes back (as a replica): nothing is degraded any more.
