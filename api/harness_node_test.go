@@ -234,6 +234,9 @@ func (w *world) start(t testing.TB, cfg nodeConfig) *node {
 			t.Fatalf("ratelimit.NewStreams: %v", err)
 		}
 		deps.StreamSlots = slots
+		// Candles are read from the world's database, as the fallback's
+		// store may be one an option took down.
+		deps.Candles = w.st
 	}
 	srv, err := api.New(cfg.api, deps)
 	if err != nil {

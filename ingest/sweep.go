@@ -7,18 +7,21 @@ import (
 	"github.com/marketdata/marketdata/store"
 )
 
-// sweep refreshes events whose resolved markets age out of retention, so that
-// they leave the event read and the served set on time. How far it has come
-// is kept in Postgres, so a restart (or a long outage) resumes where it was.
+// sweep runs the periodic upkeep: the candles' partitions and retention
+// (sweepCandles), and the events whose resolved markets age out of
+// retention, so that they leave the event read and the served set on time.
+// How far the latter has come is kept in Postgres, so a restart (or a long
+// outage) resumes where it was.
 func (w *Worker) sweep(ctx context.Context) {
-	if w.retention <= 0 {
-		return
-	}
 	t := time.NewTicker(w.cfg.SweepEvery)
 	defer t.Stop()
+	var made time.Time // when the candle partitions ahead were last made
 	for {
-		if err := w.Sweep(ctx); err != nil && ctx.Err() == nil {
-			w.log.Warn("ingest retention sweep", "err", err)
+		made = w.sweepCandles(ctx, made)
+		if w.retention > 0 {
+			if err := w.Sweep(ctx); err != nil && ctx.Err() == nil {
+				w.log.Warn("ingest retention sweep", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -26,6 +29,40 @@ func (w *Worker) sweep(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// candlePartitionsEvery is how often the candle partitions ahead are made
+// (at start, then daily): they cover two months ahead, so a day missed
+// costs nothing.
+const candlePartitionsEvery = 24 * time.Hour
+
+// sweepCandles makes the candle partitions ahead when the last time was
+// candlePartitionsEvery ago (never: made is zero), then ends the 1m
+// retention of the months past it. It returns when the partitions were last
+// made. Failures are logged and tried again at the next sweep: a missing
+// partition costs nothing but a detour through the default one.
+func (w *Worker) sweepCandles(ctx context.Context, made time.Time) time.Time {
+	now := w.now()
+	if made.IsZero() || now.Sub(made) >= candlePartitionsEvery {
+		names, err := w.store.EnsureCandlePartitions(ctx, now)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			w.log.Warn("ingest candle partitions", "err", err)
+		case err == nil:
+			made = now
+			if len(names) > 0 {
+				w.log.Info("ingest candle partitions made", "partitions", names)
+			}
+		}
+	}
+	res, err := w.store.SweepCandles(ctx, now)
+	if err != nil && ctx.Err() == nil {
+		w.log.Warn("ingest candle retention sweep", "err", err)
+	}
+	if res.Moved > 0 || len(res.Dropped) > 0 {
+		w.log.Info("ingest candle retention", "moved_rows", res.Moved, "dropped", res.Dropped)
+	}
+	return made
 }
 
 // sweepOverlap re-examines a little of the last sweep's window, so clocks

@@ -1,0 +1,267 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Candle is one bucket of a market's series (contract §3 "Candle").
+type Candle struct {
+	// Start is the bucket's start, UTC, a multiple of its interval since
+	// 00:00 UTC.
+	Start time.Time `json:"start"`
+	// Trades counts the bucket's trades; Volume sums their sizes.
+	Trades int64   `json:"trades"`
+	Volume float64 `json:"volume"`
+	// Trade is the open, high, low and close of the trade prices; nil when
+	// the bucket has no trade.
+	Trade *OHLC `json:"trade"`
+	// Bid and Ask are the best bid and ask over the bucket: Open is the
+	// value in force when it starts (its first point's when none was
+	// before), High and Low include it, Close is the value in force when it
+	// ends; a bucket with no point repeats the value in force. Nil before the
+	// series' first price.
+	Bid *OHLC `json:"bid"`
+	Ask *OHLC `json:"ask"`
+}
+
+// OHLC is an open, high, low and close. A nil field of a bid or ask is a
+// side no counted venue quoted (no value in force); a trade's are never nil.
+type OHLC struct {
+	Open  *float64 `json:"open"`
+	High  *float64 `json:"high"`
+	Low   *float64 `json:"low"`
+	Close *float64 `json:"close"`
+}
+
+// MaxCandles is the most candles one read returns.
+const MaxCandles = 5000
+
+// CandleIntervals are the candle intervals, shortest first.
+var CandleIntervals = [...]string{"1m", "5m", "15m", "1h", "4h", "1d"}
+
+var candleSteps = map[string]time.Duration{
+	"1m": time.Minute, "5m": 5 * time.Minute, "15m": 15 * time.Minute,
+	"1h": time.Hour, "4h": 4 * time.Hour, "1d": 24 * time.Hour,
+}
+
+// CandleStep returns interval's length; false when it is not one of
+// CandleIntervals.
+func CandleStep(interval string) (time.Duration, bool) {
+	d, ok := candleSteps[interval]
+	return d, ok
+}
+
+// CandleBuckets returns the start of the bucket of step that holds from and
+// how many buckets of step start in [that start, to). Every step divides a
+// day, and Go's time counts days of 86,400 s from a midnight UTC, so
+// truncating to it aligns on minutes since 00:00 UTC.
+func CandleBuckets(step time.Duration, from, to time.Time) (time.Time, int) {
+	start := from.UTC().Truncate(step)
+	if !to.After(start) {
+		return start, 0
+	}
+	return start, int((to.Sub(start) + step - 1) / step)
+}
+
+// candleSource is where the rows of an interval's buckets come from besides
+// the 1m ones still kept: the coarser table the sweep moves 1m rows into,
+// whose step divides the interval's. A 1m read takes no coarse row in its
+// range; it looks into the 5m table only for the value in force before it.
+var candleSource = map[string]struct {
+	table string
+	step  time.Duration
+}{
+	"1m": {"candles_5m", 5 * time.Minute}, "5m": {"candles_5m", 5 * time.Minute},
+	"15m": {"candles_5m", 5 * time.Minute}, "1h": {"candles_1h", time.Hour},
+	"4h": {"candles_1h", time.Hour}, "1d": {"candles_1d", 24 * time.Hour},
+}
+
+// Candles reads a market's candles of interval for series ("all" or a
+// venue) in the buckets that start in [the bucket of from, to): from the
+// first bucket that holds any data of the series (the bucket of from when
+// some came before it) up to to, none skipped; none when the series has no
+// data before to. Intervals and series outside CandleIntervals and
+// CandleSeries, and ranges of more than MaxCandles, are refused.
+func (s *Store) Candles(ctx context.Context, marketID, interval, series string, from, to time.Time) ([]Candle, error) {
+	step, ok := CandleStep(interval)
+	if !ok {
+		return nil, fmt.Errorf("store: candles of market %s: unknown interval %q", marketID, interval)
+	}
+	if candleSeriesIndex(series) < 0 {
+		return nil, fmt.Errorf("store: candles of market %s: unknown series %q", marketID, series)
+	}
+	start, n := CandleBuckets(step, from, to)
+	if n > MaxCandles {
+		return nil, fmt.Errorf("store: candles of market %s: %d candles of %s from %s to %s, more than %d",
+			marketID, n, interval, from.Format(time.RFC3339), to.Format(time.RFC3339), MaxCandles)
+	}
+	if n == 0 {
+		return []Candle{}, nil
+	}
+	end := start.Add(time.Duration(n) * step)
+	src := candleSource[interval]
+	stmts := candleReads[interval+" "+series]
+	states := make([]*seriesState, n)
+	var inForce *candlePoint
+	var earlier bool
+	q := &pgx.Batch{}
+	q.Queue(stmts.ranged, marketID, start, end)
+	q.Queue(stmts.inForce, marketID, start, start.Add(-src.step))
+	q.Queue(stmts.anyBefore, marketID, start, start.Add(-src.step))
+	br := s.pool.SendBatch(ctx, q)
+	err := func() error {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		var bucket time.Time
+		var sc seriesScan
+		if _, err := pgx.ForEachRow(rows, append([]any{&bucket}, sc.dest()...), func() error {
+			st := sc.state()
+			if st == nil {
+				return nil
+			}
+			i := int(bucket.Sub(start) / step)
+			if states[i] == nil {
+				states[i] = st
+			} else {
+				states[i].merge(st)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		var p candlePoint
+		err = br.QueryRow().Scan(&p.ts, &p.version, &p.bid, &p.ask)
+		switch {
+		case err == nil:
+			p.ts = p.ts.UTC()
+			inForce, earlier = &p, true
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		var found bool
+		if err := br.QueryRow().Scan(&found); err != nil {
+			return err
+		}
+		earlier = earlier || found
+		return nil
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: candles of market %s (%s, %s): %w", marketID, interval, series, err)
+	}
+	return walkCandles(states, start, step, inForce, earlier), nil
+}
+
+// candleRead are the statements of one interval and series: the rows in the
+// range; the value in force at its start (the last point of the latest
+// bucket before it, in the 1m rows kept or in the coarse ones, where a bucket
+// counts only when it ends by start); whether any data came before it.
+type candleRead struct {
+	ranged, inForce, anyBefore string
+}
+
+// candleReads are the statements by interval and series ("1h all").
+var candleReads = func() map[string]candleRead {
+	out := map[string]candleRead{}
+	for _, interval := range CandleIntervals {
+		src := candleSource[interval].table
+		for _, s := range CandleSeries {
+			cols := strings.Join(candleColumns(s), ", ")
+			has := fmt.Sprintf("(%[1]s_last_ts IS NOT NULL OR %[1]s_trades IS NOT NULL)", s)
+			r := candleRead{ranged: `
+				SELECT bucket, ` + cols + ` FROM candles_1m
+				WHERE market_id = $1 AND bucket >= $2 AND bucket < $3 AND ` + has}
+			if interval != "1m" {
+				r.ranged += `
+				UNION ALL
+				SELECT bucket, ` + cols + ` FROM ` + src + `
+				WHERE market_id = $1 AND bucket >= $2 AND bucket < $3 AND ` + has
+			}
+			last := fmt.Sprintf("%[1]s_last_ts, %[1]s_last_version, %[1]s_last_bid, %[1]s_last_ask", s)
+			r.inForce = `
+				SELECT * FROM (
+				    (SELECT ` + last + ` FROM candles_1m
+				     WHERE market_id = $1 AND bucket < $2 AND ` + s + `_last_ts IS NOT NULL
+				     ORDER BY bucket DESC LIMIT 1)
+				    UNION ALL
+				    (SELECT ` + last + ` FROM ` + src + `
+				     WHERE market_id = $1 AND bucket <= $3 AND ` + s + `_last_ts IS NOT NULL
+				     ORDER BY bucket DESC LIMIT 1)
+				) p
+				ORDER BY 1 DESC, 2 DESC
+				LIMIT 1`
+			r.anyBefore = `
+				SELECT EXISTS (SELECT 1 FROM candles_1m WHERE market_id = $1 AND bucket < $2 AND ` + has + `)
+				    OR EXISTS (SELECT 1 FROM ` + src + ` WHERE market_id = $1 AND bucket <= $3 AND ` + has + `)`
+			out[interval+" "+s] = r
+		}
+	}
+	return out
+}()
+
+// walkCandles turns the buckets' states into candles: from the first bucket
+// (0 when data came earlier, else the first that holds any), carrying the
+// value in force through buckets with no point.
+func walkCandles(states []*seriesState, start time.Time, step time.Duration, inForce *candlePoint, earlier bool) []Candle {
+	first := 0
+	if !earlier {
+		for first < len(states) && states[first] == nil {
+			first++
+		}
+	}
+	out := make([]Candle, 0, len(states)-first)
+	for i := first; i < len(states); i++ {
+		c := Candle{Start: start.Add(time.Duration(i) * step)}
+		st := states[i]
+		if st != nil && st.first != nil {
+			open := inForce
+			if open == nil {
+				open = st.first
+			}
+			c.Bid = quoteOHLC(open.bid, st.bidHigh, st.bidLow, st.last.bid)
+			c.Ask = quoteOHLC(open.ask, st.askHigh, st.askLow, st.last.ask)
+			inForce = st.last
+		} else if inForce != nil {
+			c.Bid = quoteOHLC(inForce.bid, nil, nil, inForce.bid)
+			c.Ask = quoteOHLC(inForce.ask, nil, nil, inForce.ask)
+		}
+		if st != nil && st.trades > 0 {
+			c.Trades, c.Volume = st.trades, st.volume
+			c.Trade = &OHLC{Open: price(st.open.price), High: price(st.tradeHigh), Low: price(st.tradeLow), Close: price(st.close.price)}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// quoteOHLC is a side's candle: high and low over the bucket's points and the
+// open.
+func quoteOHLC(open, high, low, close *float64) *OHLC {
+	high, low = maxOf(open, high), minOf(open, low)
+	return &OHLC{Open: pricePtr(open), High: pricePtr(high), Low: pricePtr(low), Close: pricePtr(close)}
+}
+
+// price rounds a price to the venues' precision (1e-9): an inverted price,
+// 1 − x in float64, would otherwise print as 0.30000000000000004.
+func price(v float64) *float64 {
+	r := math.Round(v*1e9) / 1e9
+	return &r
+}
+
+func pricePtr(v *float64) *float64 {
+	if v == nil {
+		return nil
+	}
+	return price(*v)
+}
