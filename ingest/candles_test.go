@@ -24,6 +24,7 @@ func TestCandlesReference(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.cfg.SweepEvery = 200 * time.Millisecond // a failed attempt at the partitions is tried again soon
+	e.cfg.FoldEvery = 100 * time.Millisecond
 	e.startWorker(t)
 	ctx := t.Context()
 	rng := rand.New(rand.NewPCG(20, 2))
@@ -92,6 +93,19 @@ func TestCandlesReference(t *testing.T) {
 		}
 	}
 
+	// The worker folds the queues: wait until it has taken everything, so
+	// the reads below come from the 1m store and the coarse tables.
+	eventually(t, 20*time.Second, "the worker folds the candle queues", func() error {
+		var n int
+		if err := e.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM candle_points_new) + (SELECT count(*) FROM candle_trades_new)`).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("%d rows queued", n)
+		}
+		return nil
+	})
+
 	end := base.Add(slices.Max([]time.Duration{clock[markets[0]], clock[markets[1]], clock[markets[2]]})).Add(2 * time.Hour)
 	for _, r := range [][2]time.Time{{base.Add(-2 * time.Hour), end}, {base.Add(97 * time.Minute), base.Add(5 * time.Hour)}} {
 		for _, market := range markets {
@@ -115,8 +129,8 @@ func TestCandlesReference(t *testing.T) {
 	// The partitions around now, made by the worker.
 	month := time.Date(time.Now().UTC().Year(), time.Now().UTC().Month(), 1, 0, 0, 0, 0, time.UTC)
 	deadline := time.Now().Add(20 * time.Second)
-	for k := 0; k < 3; {
-		name := "candles_1m_" + month.AddDate(0, k, 0).Format("200601")
+	for k := 0; k < 6; {
+		name := []string{"candle_points_", "candle_trades_"}[k%2] + month.AddDate(0, k/2, 0).Format("200601")
 		var ok bool
 		if err := e.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&ok); err != nil {
 			t.Fatal(err)

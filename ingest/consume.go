@@ -57,6 +57,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	go w.watchLag(ctx, cons)
 	go w.watchStreams(ctx)
 	go w.sweep(ctx)
+	go w.foldCandles(ctx)
 
 	w.log.Info("ingest consuming", "stream", w.cfg.Stream, "consumer", w.cfg.Consumer,
 		"batch_size", w.cfg.BatchSize, "appliers", w.cfg.Appliers, "linger", w.cfg.Linger.String())

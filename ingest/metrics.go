@@ -30,6 +30,9 @@ type Metrics struct {
 	// configured (MD_STREAM_REPLICAS); set by StreamHealth.
 	StreamReplicas       *prometheus.GaugeVec
 	StreamReplicasWanted *prometheus.GaugeVec
+	// CandlesFolded counts the candle points and trades folded from the
+	// queues into the 1m store and the coarse tables, by kind.
+	CandlesFolded *prometheus.CounterVec
 }
 
 // NewMetrics registers the ingest series on reg.
@@ -79,6 +82,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "marketdata_ingest_stream_replicas_wanted",
 			Help: "Replicas each JetStream stream should have (MD_STREAM_REPLICAS); fewer there is reported on /readyz.",
 		}, []string{"stream"}),
+		CandlesFolded: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "marketdata_ingest_candles_folded_total",
+			Help: "Candle price points and trades folded from the queues ingest writes into the 1m store and the coarse candle tables, by kind (point, trade).",
+		}, []string{"kind"}),
 	}
 }
 

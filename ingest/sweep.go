@@ -59,8 +59,8 @@ func (w *Worker) sweepCandles(ctx context.Context, made time.Time) time.Time {
 	if err != nil && ctx.Err() == nil {
 		w.log.Warn("ingest candle retention sweep", "err", err)
 	}
-	if res.Moved > 0 || len(res.Dropped) > 0 {
-		w.log.Info("ingest candle retention", "moved_rows", res.Moved, "dropped", res.Dropped)
+	if res.Deleted > 0 || len(res.Dropped) > 0 {
+		w.log.Info("ingest candle retention", "deleted_rows", res.Deleted, "dropped", res.Dropped)
 	}
 	return made
 }
@@ -102,4 +102,28 @@ func (w *Worker) Sweep(ctx context.Context) error {
 		}
 	}
 	return w.store.SetSweepCursor(ctx, cut)
+}
+
+// foldCandles folds the candle queues every FoldEvery (store.FoldCandles)
+// until ctx ends. Failures are logged; what was not folded waits in the
+// queue (where reads take it) for the next fold, of this process or another.
+func (w *Worker) foldCandles(ctx context.Context) {
+	t := time.NewTicker(w.cfg.FoldEvery)
+	defer t.Stop()
+	fold := func(ctx context.Context) {
+		points, trades, err := w.store.FoldCandles(ctx)
+		if err != nil && ctx.Err() == nil {
+			w.log.Warn("ingest candle fold", "err", err)
+		}
+		w.metrics.CandlesFolded.WithLabelValues("point").Add(float64(points))
+		w.metrics.CandlesFolded.WithLabelValues("trade").Add(float64(trades))
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fold(ctx)
+		}
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -138,18 +137,7 @@ func retryable(err error) bool {
 		return true
 	}
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return false
-	}
-	switch pgErr.Code {
-	case "40P01", "40001":
-		return true
-	case "23514":
-		// A candle row routed to the default partition while its month's
-		// partition was being attached: routed again, it goes there.
-		return strings.HasPrefix(pgErr.TableName, "candles_1m")
-	}
-	return false
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
 }
 
 func (s *Store) applyOnce(ctx context.Context, b *Batch) (*Result, error) {

@@ -70,10 +70,11 @@ func CandleBuckets(step time.Duration, from, to time.Time) (time.Time, int) {
 	return start, int((to.Sub(start) + step - 1) / step)
 }
 
-// candleSource is where the rows of an interval's buckets come from besides
-// the 1m ones still kept: the coarser table the sweep moves 1m rows into,
-// whose step divides the interval's. A 1m read takes no coarse row in its
-// range; it looks into the 5m table only for the value in force before it.
+// candleSource is the coarse table an interval's buckets are read from
+// (with what the queues still hold), whose step divides the interval's. A
+// 1m read takes its range from the 1m store (candle_points, candle_trades);
+// it looks into the 5m table only for what came before the store's
+// retention.
 var candleSource = map[string]struct {
 	table string
 	step  time.Duration
@@ -88,13 +89,16 @@ var candleSource = map[string]struct {
 // first bucket that holds any data of the series (the bucket of from when
 // some came before it) up to to, none skipped; none when the series has no
 // data before to. Intervals and series outside CandleIntervals and
-// CandleSeries, and ranges of more than MaxCandles, are refused.
+// CandleSeries, and ranges of more than MaxCandles, are refused. All its
+// statements see one snapshot (a repeatable-read transaction): a fold
+// moving rows from the queues meanwhile cannot count a row twice or never.
 func (s *Store) Candles(ctx context.Context, marketID, interval, series string, from, to time.Time) ([]Candle, error) {
 	step, ok := CandleStep(interval)
 	if !ok {
 		return nil, fmt.Errorf("store: candles of market %s: unknown interval %q", marketID, interval)
 	}
-	if candleSeriesIndex(series) < 0 {
+	k := candleSeriesIndex(series)
+	if k < 0 {
 		return nil, fmt.Errorf("store: candles of market %s: unknown series %q", marketID, series)
 	}
 	start, n := CandleBuckets(step, from, to)
@@ -109,14 +113,22 @@ func (s *Store) Candles(ctx context.Context, marketID, interval, series string, 
 	src := candleSource[interval]
 	stmts := candleReads[interval+" "+series]
 	states := make([]*seriesState, n)
+	add := func(ts time.Time, st *seriesState) {
+		if i := int(ts.Sub(start) / step); st != nil && ts.Compare(start) >= 0 && i < n {
+			addState(&states[i], st)
+		}
+	}
 	var inForce *candlePoint
 	var earlier bool
-	q := &pgx.Batch{}
-	q.Queue(stmts.ranged, marketID, start, end)
-	q.Queue(stmts.inForce, marketID, start, start.Add(-src.step))
-	q.Queue(stmts.anyBefore, marketID, start, start.Add(-src.step))
-	br := s.pool.SendBatch(ctx, q)
-	err := func() error {
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		q := &pgx.Batch{}
+		q.Queue(stmts.coarse, marketID, start, end)
+		q.Queue(stmts.points, marketID, start, end)
+		q.Queue(stmts.trades, marketID, start, end)
+		q.Queue(stmts.inForce, marketID, start, start.Add(-src.step))
+		q.Queue(stmts.anyBefore, marketID, start, start.Add(-src.step))
+		br := tx.SendBatch(ctx, q)
+		defer br.Close()
 		rows, err := br.Query()
 		if err != nil {
 			return err
@@ -124,26 +136,41 @@ func (s *Store) Candles(ctx context.Context, marketID, interval, series string, 
 		var bucket time.Time
 		var sc seriesScan
 		if _, err := pgx.ForEachRow(rows, append([]any{&bucket}, sc.dest()...), func() error {
-			st := sc.state()
-			if st == nil {
-				return nil
-			}
-			i := int(bucket.Sub(start) / step)
-			if states[i] == nil {
-				states[i] = st
-			} else {
-				states[i].merge(st)
-			}
+			add(bucket, sc.state())
 			return nil
 		}); err != nil {
 			return err
 		}
-		var p candlePoint
-		err = br.QueryRow().Scan(&p.ts, &p.version, &p.bid, &p.ask)
+		var p rawPoint
+		if rows, err = br.Query(); err != nil {
+			return err
+		}
+		if _, err := pgx.ForEachRow(rows, []any{&p.ts, &p.version, &p.present, &p.vals[2*k], &p.vals[2*k+1]}, func() error {
+			q := p
+			q.ts, q.vals = p.ts.UTC(), cloneVals(p.vals)
+			add(q.ts, q.state(k))
+			return nil
+		}); err != nil {
+			return err
+		}
+		var t rawTrade
+		if rows, err = br.Query(); err != nil {
+			return err
+		}
+		if _, err := pgx.ForEachRow(rows, t.dest(), func() error {
+			u := t
+			u.ts = t.ts.UTC()
+			add(u.ts, u.state(k))
+			return nil
+		}); err != nil {
+			return err
+		}
+		var f candlePoint
+		err = br.QueryRow().Scan(&f.ts, &f.version, &f.bid, &f.ask)
 		switch {
 		case err == nil:
-			p.ts = p.ts.UTC()
-			inForce, earlier = &p, true
+			f.ts = f.ts.UTC()
+			inForce, earlier = &f, true
 		case !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
@@ -152,23 +179,22 @@ func (s *Store) Candles(ctx context.Context, marketID, interval, series string, 
 			return err
 		}
 		earlier = earlier || found
-		return nil
-	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+		return br.Close()
+	})
 	if err != nil {
 		return nil, fmt.Errorf("store: candles of market %s (%s, %s): %w", marketID, interval, series, err)
 	}
 	return walkCandles(states, start, step, inForce, earlier), nil
 }
 
-// candleRead are the statements of one interval and series: the rows in the
-// range; the value in force at its start (the last point of the latest
-// bucket before it, in the 1m rows kept or in the coarse ones, where a bucket
-// counts only when it ends by start); whether any data came before it.
+// candleRead are the statements of one interval and series, each of the
+// market $1 and the range [$2, $3) (inForce and anyBefore: before $2, and
+// coarse buckets that end by $2, which start by $3): the coarse rows in the
+// range; the points and trades in the range (1m: the store's and the
+// queues', else the queues' only); the value in force at its start (the
+// latest point before it); whether any data came before it.
 type candleRead struct {
-	ranged, inForce, anyBefore string
+	coarse, points, trades, inForce, anyBefore string
 }
 
 // candleReads are the statements by interval and series ("1h all").
@@ -176,39 +202,56 @@ var candleReads = func() map[string]candleRead {
 	out := map[string]candleRead{}
 	for _, interval := range CandleIntervals {
 		src := candleSource[interval].table
-		for _, s := range CandleSeries {
-			cols := strings.Join(candleColumns(s), ", ")
-			has := fmt.Sprintf("(%[1]s_last_ts IS NOT NULL OR %[1]s_trades IS NOT NULL)", s)
-			r := candleRead{ranged: `
-				SELECT bucket, ` + cols + ` FROM candles_1m
-				WHERE market_id = $1 AND bucket >= $2 AND bucket < $3 AND ` + has}
-			if interval != "1m" {
-				r.ranged += `
-				UNION ALL
-				SELECT bucket, ` + cols + ` FROM ` + src + `
-				WHERE market_id = $1 AND bucket >= $2 AND bucket < $3 AND ` + has
-			}
-			last := fmt.Sprintf("%[1]s_last_ts, %[1]s_last_version, %[1]s_last_bid, %[1]s_last_ask", s)
-			r.inForce = `
-				SELECT * FROM (
-				    (SELECT ` + last + ` FROM candles_1m
-				     WHERE market_id = $1 AND bucket < $2 AND ` + s + `_last_ts IS NOT NULL
-				     ORDER BY bucket DESC LIMIT 1)
-				    UNION ALL
-				    (SELECT ` + last + ` FROM ` + src + `
-				     WHERE market_id = $1 AND bucket <= $3 AND ` + s + `_last_ts IS NOT NULL
-				     ORDER BY bucket DESC LIMIT 1)
-				) p
-				ORDER BY 1 DESC, 2 DESC
-				LIMIT 1`
-			r.anyBefore = `
-				SELECT EXISTS (SELECT 1 FROM candles_1m WHERE market_id = $1 AND bucket < $2 AND ` + has + `)
-				    OR EXISTS (SELECT 1 FROM ` + src + ` WHERE market_id = $1 AND bucket <= $3 AND ` + has + `)`
-			out[interval+" "+s] = r
+		for k, s := range CandleSeries {
+			out[interval+" "+s] = buildCandleRead(interval == "1m", src, k, s)
 		}
 	}
 	return out
 }()
+
+// buildCandleRead writes the statements of series s (at k in CandleSeries)
+// read from the 1m store (fine) or from the coarse table src.
+func buildCandleRead(fine bool, src string, k int, s string) candleRead {
+	col := "all"
+	pointCond, tradeCond := "", " AND counts"
+	if k > 0 {
+		col = string(rune('a' + k - 1))
+		pointCond = fmt.Sprintf(" AND present & %d <> 0", presentBit(k-1))
+		tradeCond = fmt.Sprintf(" AND venue = %d", k)
+	}
+	has := fmt.Sprintf("(%[1]s_last_ts IS NOT NULL OR %[1]s_trades IS NOT NULL)", s)
+	var r candleRead
+	r.coarse = `SELECT bucket, ` + strings.Join(candleColumns(s), ", ") + ` FROM ` + src + `
+		WHERE market_id = $1 AND bucket >= $2 AND bucket < $3 AND ` + has
+	if fine {
+		r.coarse += ` AND false`
+	}
+	fineTables := []string{"_new"}
+	if fine {
+		fineTables = []string{"", "_new"}
+	}
+	var points, trades, inForce, any []string
+	for _, suffix := range fineTables {
+		points = append(points, `SELECT ts, version, present, `+col+`_bid, `+col+`_ask FROM candle_points`+suffix+`
+		WHERE market_id = $1 AND ts >= $2 AND ts < $3`+pointCond)
+		trades = append(trades, `SELECT * FROM candle_trades`+suffix+`
+		WHERE market_id = $1 AND ts >= $2 AND ts < $3`+tradeCond)
+		inForce = append(inForce, `(SELECT ts, version, `+col+`_bid, `+col+`_ask FROM candle_points`+suffix+`
+		 WHERE market_id = $1 AND ts < $2`+pointCond+` ORDER BY ts DESC, version DESC LIMIT 1)`)
+		any = append(any,
+			`EXISTS (SELECT 1 FROM candle_points`+suffix+` WHERE market_id = $1 AND ts < $2`+pointCond+`)`,
+			`EXISTS (SELECT 1 FROM candle_trades`+suffix+` WHERE market_id = $1 AND ts < $2`+tradeCond+`)`)
+	}
+	last := fmt.Sprintf("%[1]s_last_ts, %[1]s_last_version, %[1]s_last_bid, %[1]s_last_ask", s)
+	inForce = append(inForce, `(SELECT `+last+` FROM `+src+`
+		 WHERE market_id = $1 AND bucket <= $3 AND `+s+`_last_ts IS NOT NULL ORDER BY bucket DESC LIMIT 1)`)
+	any = append(any, `EXISTS (SELECT 1 FROM `+src+` WHERE market_id = $1 AND bucket <= $3 AND `+has+`)`)
+	r.points = strings.Join(points, "\n\t\tUNION ALL\n\t\t")
+	r.trades = strings.Join(trades, "\n\t\tUNION ALL\n\t\t")
+	r.inForce = `SELECT * FROM (` + strings.Join(inForce, "\n\t\tUNION ALL\n\t\t") + `) p ORDER BY 1 DESC, 2 DESC LIMIT 1`
+	r.anyBefore = `SELECT ` + strings.Join(any, "\n\t\tOR ")
+	return r
+}
 
 // walkCandles turns the buckets' states into candles: from the first bucket
 // (0 when data came earlier, else the first that holds any), carrying the

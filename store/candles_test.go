@@ -58,6 +58,14 @@ func compareCandles(t *testing.T, s *store.Store, m *candletest.Model, markets [
 	}
 }
 
+// fold folds the candle queues (what ingest does about once a second).
+func fold(t *testing.T, s *store.Store) {
+	t.Helper()
+	if _, _, err := s.FoldCandles(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // applyBoth applies a batch to the store and the model.
 func applyBoth(t *testing.T, s *store.Store, m *candletest.Model, prices []store.Price, trades []store.Trade) *store.Result {
 	t.Helper()
@@ -202,9 +210,14 @@ func TestCandlesRandomBatches(t *testing.T) {
 	for range 40 {
 		prices, trades := gen.batch(1 + rng.IntN(12))
 		applyBoth(t, s, m, prices, trades)
+		if rng.IntN(4) == 0 {
+			fold(t, s) // part folded, part queued: reads take both
+		}
 	}
 	compareCandles(t, s, m, markets, cbase.Add(-time.Hour), cbase.Add(26*time.Hour))
 	compareCandles(t, s, m, markets, at(95, 17), at(400, 0))
+	fold(t, s)
+	compareCandles(t, s, m, markets, cbase.Add(-time.Hour), cbase.Add(26*time.Hour))
 }
 
 // candleGen makes random price and trade messages over a few hours from

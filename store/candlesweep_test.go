@@ -13,11 +13,11 @@ import (
 	"github.com/marketdata/marketdata/store"
 )
 
-func partitions(t *testing.T, pool *pgxpool.Pool) []string {
+func partitions(t *testing.T, pool *pgxpool.Pool, table string) []string {
 	t.Helper()
 	rows, err := pool.Query(t.Context(), `
 		SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-		WHERE i.inhparent = 'candles_1m'::regclass ORDER BY 1`)
+		WHERE i.inhparent = $1::regclass ORDER BY 1`, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,6 +34,16 @@ func partitions(t *testing.T, pool *pgxpool.Pool) []string {
 
 func day(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 12, 0, 0, 0, time.UTC) }
 
+// monthly names the partitions of candle_points, then candle_trades, of months.
+func monthly(months ...string) []string {
+	var out []string
+	for _, m := range months {
+		out = append(out, "candle_points_"+m, "candle_trades_"+m)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // TestCandlePartitions: the partitions from the month 30 days back to two
 // months ahead, made once however often and by however many at once; rows the
 // default partition took for a month move into its partition when it is made.
@@ -45,7 +55,8 @@ func TestCandlePartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"candles_1m_202606", "candles_1m_202607", "candles_1m_202608", "candles_1m_202609"}
+	want := monthly("202606", "202607", "202608", "202609")
+	slices.Sort(made)
 	if !slices.Equal(made, want) {
 		t.Errorf("made %v, want %v", made, want)
 	}
@@ -58,8 +69,11 @@ func TestCandlePartitions(t *testing.T) {
 		Prices: []store.Price{cprice("P1", 1, day(2031, 1, 5), store.Venues[0], quote(0.2, 0.3))},
 		Trades: []store.Trade{ctrade("P1", "PT1", store.Venues[0], 0.25, 1, day(2031, 1, 5))},
 	})
-	if n := countRows(t, pool, "candles_1m_default"); n != 1 {
-		t.Fatalf("default partition holds %d rows, want 1", n)
+	fold(t, s)
+	for _, table := range []string{"candle_points_default", "candle_trades_default"} {
+		if n := countRows(t, pool, table); n != 1 {
+			t.Fatalf("%s holds %d rows, want 1", table, n)
+		}
 	}
 	before, err := s.Candles(ctx, "P1", "1h", "all", day(2031, 1, 5).Add(-time.Hour), day(2031, 1, 5).Add(time.Hour))
 	if err != nil || len(before) != 1 {
@@ -85,15 +99,17 @@ func TestCandlePartitions(t *testing.T) {
 		all = append(all, mades[i]...)
 	}
 	slices.Sort(all)
-	want = []string{"candles_1m_203012", "candles_1m_203101", "candles_1m_203102", "candles_1m_203103"}
+	want = monthly("203012", "203101", "203102", "203103")
 	if !slices.Equal(all, want) {
 		t.Errorf("made together %v, want each of %v once", all, want)
 	}
-	if n := countRows(t, pool, "candles_1m_default"); n != 0 {
-		t.Errorf("default partition holds %d rows after its month's partition was made, want 0", n)
-	}
-	if n := countRows(t, pool, "candles_1m_203101"); n != 1 {
-		t.Errorf("candles_1m_203101 holds %d rows, want 1", n)
+	for _, table := range []string{"candle_points", "candle_trades"} {
+		if n := countRows(t, pool, table+"_default"); n != 0 {
+			t.Errorf("%s_default holds %d rows after its month's partition was made, want 0", table, n)
+		}
+		if n := countRows(t, pool, table+"_203101"); n != 1 {
+			t.Errorf("%s_203101 holds %d rows, want 1", table, n)
+		}
 	}
 	after, err := s.Candles(ctx, "P1", "1h", "all", day(2031, 1, 5).Add(-time.Hour), day(2031, 1, 5).Add(time.Hour))
 	if err != nil || show(after) != show(before) {
@@ -101,11 +117,12 @@ func TestCandlePartitions(t *testing.T) {
 	}
 }
 
-// TestCandleRetention: the sweep moves the 1m rows of the months past the
-// retention (and the default partition's of those months) into the coarse
-// tables and drops their partitions, keeping the others; every coarse
-// interval reads as before, and 1m reads carry the value in force from
-// what moved. Sweeping again, or twice at once, moves nothing twice.
+// TestCandleRetention: the sweep drops the 1m store's partitions of the
+// months past the retention and deletes the default partitions' rows of
+// those months, keeping the others; every coarse interval reads as before
+// (the fold put every point and trade there), and 1m reads carry the value
+// in force from what was dropped. Sweeping again, or twice at once, drops
+// nothing twice.
 func TestCandleRetention(t *testing.T) {
 	t.Parallel()
 	s, pool := setup(t)
@@ -125,6 +142,7 @@ func TestCandleRetention(t *testing.T) {
 	}, []store.Trade{ctrade("Q1", "QT1", a, 0.2, 2, day(2026, 1, 20)), ctrade("Q1", "QT2", b, 0.22, 1, day(2026, 1, 31).Add(11*time.Hour+59*time.Minute))})
 	applyBoth(t, s, m, []store.Price{cprice("Q1", 3, day(2026, 3, 14), a, quote(0.5, 0.6))},
 		[]store.Trade{ctrade("Q1", "QT3", a, 0.55, 1, day(2026, 3, 14))})
+	fold(t, s)
 
 	// 2026-03-15 minus 30 days is in February: January goes.
 	now := day(2026, 3, 15)
@@ -146,23 +164,33 @@ func TestCandleRetention(t *testing.T) {
 		}
 		dropped = append(dropped, res[i].Dropped...)
 	}
-	if res[0].Moved+res[1].Moved != 4 {
-		t.Errorf("moved %d + %d rows, want 4 (Dec 30, Jan 3, Jan 20, Jan 31)", res[0].Moved, res[1].Moved)
+	if res[0].Deleted+res[1].Deleted != 1 {
+		t.Errorf("deleted %d + %d rows, want 1 (Dec 30's point, in the default partition)", res[0].Deleted, res[1].Deleted)
 	}
-	if !slices.Equal(dropped, []string{"candles_1m_202601"}) {
-		t.Errorf("dropped %v, want candles_1m_202601 once", dropped)
+	slices.Sort(dropped)
+	if !slices.Equal(dropped, monthly("202601")) {
+		t.Errorf("dropped %v, want %v once", dropped, monthly("202601"))
 	}
-	if got, want := partitions(t, pool), []string{"candles_1m_202602", "candles_1m_202603", "candles_1m_202604", "candles_1m_default"}; !slices.Equal(got, want) {
-		t.Errorf("partitions %v, want %v", got, want)
+	for _, table := range []string{"candle_points", "candle_trades"} {
+		var want []string
+		for _, m := range []string{"202602", "202603", "202604", "default"} {
+			want = append(want, table+"_"+m)
+		}
+		if got := partitions(t, pool, table); !slices.Equal(got, want) {
+			t.Errorf("partitions %v, want %v", got, want)
+		}
 	}
-	if n := countRows(t, pool, "candles_1m"); n != 2 {
-		t.Errorf("candles_1m holds %d rows, want 2 (Feb 2, Mar 14)", n)
+	if n := countRows(t, pool, "candle_points"); n != 2 {
+		t.Errorf("candle_points holds %d rows, want 2 (Feb 2, Mar 14)", n)
 	}
-	if n := countRows(t, pool, "candles_1d"); n != 4 {
-		t.Errorf("candles_1d holds %d rows, want 4", n)
+	if n := countRows(t, pool, "candle_trades"); n != 1 {
+		t.Errorf("candle_trades holds %d rows, want 1 (Mar 14)", n)
+	}
+	if n := countRows(t, pool, "candles_1d"); n != 6 {
+		t.Errorf("candles_1d holds %d rows, want 6 (Q1: Dec 30, Jan 20, Jan 31, Mar 14; Q2: Jan 3, Feb 2)", n)
 	}
 	res2, err := s.SweepCandles(ctx, now)
-	if err != nil || res2.Moved != 0 || len(res2.Dropped) != 0 {
+	if err != nil || res2.Deleted != 0 || len(res2.Dropped) != 0 {
 		t.Errorf("sweeping again: %+v, %v; want nothing", res2, err)
 	}
 
@@ -180,7 +208,7 @@ func TestCandleRetention(t *testing.T) {
 			}
 		}
 	}
-	// 1m from February on: Q2's value in force comes from moved January.
+	// 1m from February on: Q2's value in force comes from dropped January.
 	got, err := s.Candles(ctx, "Q2", "1m", "venue_b", day(2026, 2, 1), day(2026, 2, 1).Add(3*time.Minute))
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +220,8 @@ func TestCandleRetention(t *testing.T) {
 
 // TestCandlesConcurrentWriters: two stores (two ingest processes) write at
 // once, each the prices of some markets and the trades of the others, some
-// trades in both: no deadlock, nothing counted twice.
+// trades in both, while two folders fold: no deadlock, nothing counted twice
+// or lost.
 func TestCandlesConcurrentWriters(t *testing.T) {
 	t.Parallel()
 	s, pool := setup(t)
@@ -231,6 +260,27 @@ func TestCandlesConcurrentWriters(t *testing.T) {
 			m.ApplyBatch(batches[w][r].Prices, batches[w][r].Trades)
 		}
 	}
+	// Two folders run while the writers write.
+	done := make(chan struct{})
+	var folders sync.WaitGroup
+	for range 2 {
+		folders.Add(1)
+		go func() {
+			defer folders.Done()
+			st := store.New(pool)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, _, err := st.FoldCandles(ctx); err != nil {
+					t.Errorf("fold: %v", err)
+					return
+				}
+			}
+		}()
+	}
 	var wg sync.WaitGroup
 	for w := range 2 {
 		wg.Add(1)
@@ -248,6 +298,10 @@ func TestCandlesConcurrentWriters(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	close(done)
+	folders.Wait()
+	compareCandles(t, s, m, append(mine[0], mine[1]...), cbase, at(rounds+1, 0))
+	fold(t, s)
 	compareCandles(t, s, m, append(mine[0], mine[1]...), cbase, at(rounds+1, 0))
 	time.Sleep(1100 * time.Millisecond) // backends report their statistics at most once a second
 	if d := deadlocks() - d0; d != 0 {

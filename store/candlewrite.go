@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -34,7 +33,7 @@ func candleModes(m *Market) string {
 
 // statement picks the batch statement for b's shape.
 func (s *Store) statement(b *Batch) string {
-	return s.stmts[b2i(len(b.Prices) > 0)][b2i(len(b.Trades) > 0)]
+	return s.stmts.sql[b2i(len(b.Prices) > 0)][b2i(len(b.Trades) > 0)]
 }
 
 func b2i(v bool) int {
@@ -62,24 +61,34 @@ func (s *Store) batchArgs(b *Batch) ([]any, []depsEntry, error) {
 		// Entries are taken once: the rendering uses the rows of the stamp
 		// that was sent, even if another applier records a newer one meanwhile.
 		cached = s.deps.get(ids)
+		byMarket := make(map[string]string, n)
 		for i, e := range cached {
 			stamps[i], modes[i] = e.deps, candleModes(e.market)
+			byMarket[ids[i]] = modes[i]
 		}
 		args = append(args, ids, versions, ts, quotes, stamps, modes)
-		if goPoints {
-			byMarket := make(map[string]string, n)
-			for i, p := range b.Prices {
-				byMarket[p.MarketID] = modes[i]
-			}
-			args = append(args, pointArgsInverted(b.candlePoints(), byMarket)...)
-		} else {
-			args = append(args, pointArgs(b.candlePoints())...)
+		if s.stmts.candles {
+			args = append(args, pointArgs(b.candlePoints(), byMarket)...)
 		}
 	}
 	if len(b.Trades) > 0 {
-		args = append(args, s.tradeArgs(b.Trades)...)
+		ta := s.tradeArgs(b.Trades)
+		if !s.stmts.candles {
+			ta = ta[:tradesPlainParams]
+		}
+		args = append(args, ta...)
 	}
 	return args, cached, nil
+}
+
+// tradeIDsArg is the trade ids among a batch statement's args (the trades'
+// first parameter).
+func (s *Store) tradeIDsArg(args []any) any {
+	n := tradesParams
+	if !s.stmts.candles {
+		n = tradesPlainParams
+	}
+	return args[len(args)-n]
 }
 
 // candlePoints are the batch's price messages as they came, before Dedup
@@ -92,9 +101,11 @@ func (b *Batch) candlePoints() []Price {
 }
 
 // pointArgs are the batch statement's point parameters: one point per market
-// and version (a message delivered twice in a batch counts once), ranked by
-// (ts, version) as the ordinality of the arrays.
-func pointArgs(points []Price) []any {
+// and version (a message delivered twice in a batch counts once), with its
+// series computed from modes (its market's, by id; "nnnn" when absent): each
+// venue's bid and ask in the market's terms (a complement venue inverted),
+// and the best bid and ask over the venues that count.
+func pointArgs(points []Price, modes map[string]string) []any {
 	type key struct {
 		id      string
 		version int64
@@ -109,56 +120,66 @@ func pointArgs(points []Price) []any {
 		}
 		seen[k] = true
 		count[p.MarketID]++
-		p.TS = p.TS.UTC().Truncate(time.Microsecond) // what timestamptz keeps, so ranks agree with stored points
 		ps = append(ps, p)
 	}
-	slices.SortFunc(ps, func(a, b Price) int {
-		return cmp.Or(a.TS.Compare(b.TS), cmp.Compare(a.Version, b.Version), cmp.Compare(a.MarketID, b.MarketID))
-	})
 	n := len(ps)
 	ids, versions, ts := make([]string, n), make([]int64, n), make([]time.Time, n)
-	multi, present := make([]bool, n), make([]int32, n)
-	var sides [2 * len(Venues)][]*float64
+	multi, present, ms := make([]bool, n), make([]int32, n), make([]string, n)
+	var sides [2 + 2*len(Venues)][]*float64
 	for k := range sides {
 		sides[k] = make([]*float64, n)
 	}
 	for i, p := range ps {
 		ids[i], versions[i], ts[i], multi[i] = p.MarketID, p.Version, p.TS, count[p.MarketID] > 1
+		m := modes[p.MarketID]
+		if len(m) != len(Venues) {
+			m = "nnnn"
+		}
+		ms[i] = m
 		for venue, q := range p.Quotes {
 			v := VenueIndex(venue)
 			if v < 0 {
 				continue
 			}
 			present[i] |= int32(presentBit(v))
-			sides[2*v][i], sides[2*v+1][i] = q.Bid, q.Ask
+			bid, ask := q.Bid, q.Ask
+			if m[v] == 'i' {
+				bid, ask = complement(q.Ask), complement(q.Bid)
+			}
+			sides[2+2*v][i], sides[3+2*v][i] = bid, ask
+			if m[v] != 'x' {
+				sides[0][i], sides[1][i] = maxOf(sides[0][i], bid), minOf(sides[1][i], ask)
+			}
 		}
 	}
-	args := []any{ids, versions, ts, multi, present}
+	args := []any{ids, versions, ts, multi, present, ms}
 	for _, s := range sides {
 		args = append(args, s)
 	}
 	return args
 }
 
+// complement is 1 − p, nil for nil.
+func complement(p *float64) *float64 {
+	if p == nil {
+		return nil
+	}
+	v := 1 - *p
+	return &v
+}
+
 // tradeArgs are the batch statement's trade parameters: the trades in
 // trade_id order (the order the insert locks them in), each with its venue's
-// position, its rank by (ts, trade_id), and its market's cached modes.
+// position, then the trades' markets with their cached stamps and modes.
 func (s *Store) tradeArgs(trades []Trade) []any {
 	n := len(trades)
 	ids, markets, venues, sides := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	prices, sizes, ts := make([]float64, n), make([]float64, n), make([]time.Time, n)
-	vi, rank := make([]int32, n), make([]int64, n)
-	order := make([]int, n)
+	vi := make([]int32, n)
 	for i, t := range trades {
 		ids[i], markets[i], venues[i], sides[i] = t.TradeID, t.MarketID, t.Venue, t.Side
-		prices[i], sizes[i], ts[i] = t.Price, t.Size, t.TS.UTC().Truncate(time.Microsecond)
-		vi[i], order[i] = int32(VenueIndex(t.Venue)+1), i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		return cmp.Or(ts[a].Compare(ts[b]), cmp.Compare(ids[a], ids[b]))
-	})
-	for r, i := range order {
-		rank[i] = int64(r + 1)
+		prices[i], sizes[i], ts[i] = t.Price, t.Size, t.TS
+		vi[i] = int32(VenueIndex(t.Venue) + 1)
 	}
 	tm := slices.Clone(markets)
 	slices.Sort(tm)
@@ -167,7 +188,7 @@ func (s *Store) tradeArgs(trades []Trade) []any {
 	for i, e := range s.deps.get(tm) {
 		stamps[i], modes[i] = e.deps, candleModes(e.market)
 	}
-	return []any{ids, markets, venues, prices, sizes, sides, ts, vi, rank, tm, stamps, modes}
+	return []any{ids, markets, venues, prices, sizes, sides, ts, vi, tm, stamps, modes}
 }
 
 // readBatchTradesSQL reads back the batch's trades as stored, and which of
@@ -228,7 +249,7 @@ func (s *Store) writePricesTrades(ctx context.Context, tx pgx.Tx, b *Batch, res 
 	if len(b.Trades) == 0 {
 		return nil
 	}
-	rows, err = tx.Query(ctx, readBatchTradesSQL, args[len(args)-tradesParams])
+	rows, err = tx.Query(ctx, readBatchTradesSQL, s.tradeIDsArg(args))
 	if err != nil {
 		return fmt.Errorf("store: read back trades: %w", err)
 	}
@@ -236,38 +257,3 @@ func (s *Store) writePricesTrades(ctx context.Context, tx pgx.Tx, b *Batch, res 
 	return err
 }
 
-// goPoints (an experiment) has batchArgs invert a point's complement venues
-// in Go, from the cached modes, for the candle_points_go statement.
-var goPoints bool
-
-// pointArgsInverted is pointArgs with each venue's bid and ask in the
-// market's terms (a complement venue inverted) and an 'x' venue left out.
-func pointArgsInverted(points []Price, modes map[string]string) []any {
-	args := pointArgs(points)
-	ids := args[0].([]string)
-	for i, id := range ids {
-		m := modes[id]
-		for v := range len(Venues) {
-			bid, ask := args[5+2*v].([]*float64), args[6+2*v].([]*float64)
-			if len(m) != len(Venues) {
-				continue
-			}
-			switch m[v] {
-			case 'i':
-				var nb, na *float64
-				if ask[i] != nil {
-					x := 1 - *ask[i]
-					nb = &x
-				}
-				if bid[i] != nil {
-					x := 1 - *bid[i]
-					na = &x
-				}
-				bid[i], ask[i] = nb, na
-			case 'x':
-				bid[i], ask[i] = nil, nil
-			}
-		}
-	}
-	return args
-}

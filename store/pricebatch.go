@@ -54,7 +54,7 @@ func (s *Store) applyPrices(ctx context.Context, b *Batch) (*Result, error) {
 	}
 	q.Queue(s.statement(b), args...)
 	if len(b.Trades) > 0 {
-		q.Queue(readBatchTradesSQL, args[len(args)-tradesParams])
+		q.Queue(readBatchTradesSQL, s.tradeIDsArg(args))
 	}
 
 	br := s.pool.SendBatch(ctx, q)

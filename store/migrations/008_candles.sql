@@ -1,32 +1,85 @@
 -- 008: candles, built by ingest from the price and trade messages it applies.
 --
--- One row per market and bucket holds the state of every series of the
--- market: `all` (the cross-venue best bid and ask, and the trades of the
--- venues that count) and each venue's own, in this market's terms (a
--- complement venue inverted). Columns per series:
+-- Ingest writes, in the transaction that applies them, one narrow row per
+-- price point (every applied price message: the market's series after it)
+-- and one per trade inserted now, into two queues (candle_points_new,
+-- candle_trades_new): plain inserts into unindexed tables, the cheapest
+-- write there is (docs/benchmarks.md, "Candles storage"). About once a
+-- second ingest folds the queues (store.FoldCandles): in one transaction it
+-- deletes what it takes from them, appends it to candle_points and
+-- candle_trades (the 1m store, partitioned by month) and merges it into the
+-- coarse tables candles_5m, candles_1h and candles_1d. A row is in a queue
+-- or folded, never both, whatever the number of folders or where one stops:
+-- every point and trade counts exactly once.
+--
+-- Reads: 1m candles are computed from the points and trades of their range
+-- (kept 30 days: dropping a month's partition is the sweep); 5m and 15m
+-- from candles_5m, 1h and 4h from candles_1h, 1d from candles_1d, each with
+-- what the queues still hold. The candle's open (the value in force when the
+-- bucket starts: the last point before it) is found when reading, so a late
+-- point fixes every later candle by itself.
+--
+-- A point holds the market's series after its price message: the
+-- cross-venue best bid and ask over the venues that count (all_bid,
+-- all_ask) and each venue's bid and ask in this market's terms (a complement
+-- venue inverted); present has bit i set when venue i was quoted.
+CREATE TABLE candle_points (
+    market_id text COLLATE "C" NOT NULL,
+    ts        timestamptz      NOT NULL,
+    version   bigint           NOT NULL,
+    present   int              NOT NULL,
+    all_bid   double precision,
+    all_ask   double precision,
+    a_bid     double precision,
+    a_ask     double precision,
+    b_bid     double precision,
+    b_ask     double precision,
+    c_bid     double precision,
+    c_ask     double precision,
+    d_bid     double precision,
+    d_ask     double precision
+) PARTITION BY RANGE (ts);
+CREATE INDEX candle_points_market_ts ON candle_points (market_id, ts, version);
+
+-- A trade in this market's terms: price inverted for a complement venue;
+-- counts is whether it counts in the cross-venue series; venue is the
+-- venue's position in store.Venues, from 1.
+CREATE TABLE candle_trades (
+    market_id text COLLATE "C" NOT NULL,
+    ts        timestamptz      NOT NULL,
+    trade_id  text COLLATE "C" NOT NULL,
+    venue     smallint         NOT NULL,
+    price     double precision NOT NULL,
+    size      double precision NOT NULL,
+    counts    boolean          NOT NULL
+) PARTITION BY RANGE (ts);
+CREATE INDEX candle_trades_market_ts ON candle_trades (market_id, ts, trade_id);
+
+-- Ingest makes the monthly partitions ahead (store.EnsureCandlePartitions);
+-- the default partitions take a row whose month has none (a clock far off,
+-- a message from long ago), so no message is ever refused for its ts.
+CREATE TABLE candle_points_default PARTITION OF candle_points DEFAULT;
+CREATE TABLE candle_trades_default PARTITION OF candle_trades DEFAULT;
+
+-- The queues: what ingest applied and the fold has not taken yet.
+CREATE TABLE candle_points_new (LIKE candle_points);
+CREATE TABLE candle_trades_new (LIKE candle_trades);
+
+-- The coarse tables, kept as long as the market: one row per market and
+-- bucket holds the state of every series of the market: `all` (the
+-- cross-venue best bid and ask, and the trades of the venues that count)
+-- and each venue's own. Columns per series:
 --
 --   first_* / last_*   the bucket's first and last price point, by (ts,
---                      version): its time, version, bid and ask. A late
---                      point lands in the bucket of its own ts; first/last
---                      keep the value in force right, whatever the order of
---                      arrival.
+--                      version): its time, version, bid and ask.
 --   bid_/ask_high, _low over the bucket's points.
 --   trades, volume     count and sum of sizes of the trades (NULL: none).
 --   trade_open_* / trade_close_*  the first and last trade by (ts, trade_id).
 --   trade_high, trade_low.
 --
--- The candle's open (the value in force when the bucket starts: the last
--- point of the latest bucket before) is found when reading, so a late point
--- fixes every later candle by itself. All of one row in one place: a price
--- update writes one row, not one per series (measured: docs/benchmarks.md).
---
--- candles_1m is partitioned by month on the bucket start. Ingest makes the
--- monthly partitions ahead (store.EnsureCandlePartitions); the default
--- partition takes a point whose month has none yet (a clock far off, a
--- message from long ago), so no message is ever refused for its ts. The
--- retention sweep moves the rows of months past the 1m retention into the
--- coarser tables and drops their partitions (store.SweepCandles).
-CREATE TABLE candles_1m (
+-- The fold rewrites the rows of the current buckets about once a second:
+-- free space in each page keeps those updates HOT.
+CREATE TABLE candles_5m (
     market_id                text COLLATE "C" NOT NULL,
     bucket                   timestamptz      NOT NULL,
     -- all
@@ -143,19 +196,11 @@ CREATE TABLE candles_1m (
     venue_d_trade_close_id   text COLLATE "C",
     venue_d_trade_close      double precision,
     venue_d_trade_high       double precision,
-    venue_d_trade_low        double precision,    PRIMARY KEY (market_id, bucket)
-) PARTITION BY RANGE (bucket);
-
--- Rows of the current minute are rewritten by every update of their market:
--- free space in each page keeps those updates HOT, as for prices.
-CREATE TABLE candles_1m_default PARTITION OF candles_1m DEFAULT WITH (fillfactor = 70);
-
--- Coarser buckets, kept as long as the market: the sweep moves 1m rows into
--- them before it drops their month. Reads fold the 1m rows still kept into
--- these (15m from 5m, 4h from 1h), so each row is counted in one place only.
-CREATE TABLE candles_5m (LIKE candles_1m INCLUDING DEFAULTS, PRIMARY KEY (market_id, bucket));
-CREATE TABLE candles_1h (LIKE candles_1m INCLUDING DEFAULTS, PRIMARY KEY (market_id, bucket));
-CREATE TABLE candles_1d (LIKE candles_1m INCLUDING DEFAULTS, PRIMARY KEY (market_id, bucket));
+    venue_d_trade_low        double precision,
+    PRIMARY KEY (market_id, bucket)
+) WITH (fillfactor = 70);
+CREATE TABLE candles_1h (LIKE candles_5m INCLUDING DEFAULTS, PRIMARY KEY (market_id, bucket)) WITH (fillfactor = 70);
+CREATE TABLE candles_1d (LIKE candles_5m INCLUDING DEFAULTS, PRIMARY KEY (market_id, bucket)) WITH (fillfactor = 70);
 
 -- candle_modes gives, for a market's match metadata (markets.matches), one
 -- character per venue in store.Venues order: 'n' counts as quoted (identity
@@ -181,4 +226,46 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                    WHEN 'object' THEN matches -> v.venue
                END ->> 'relation' AS relation
     ) r
+$$;
+
+-- candle_requote turns a point's venue values v (a_bid, a_ask, …, d_ask),
+-- written under the venues' modes was, into the same point under the modes
+-- now, and returns all_bid, all_ask, then the venue values: ingest computes
+-- a point from the modes of the market row it holds in memory, and the
+-- batch statement calls this only where that row turned out stale.
+CREATE FUNCTION candle_requote(was text, now text, v double precision[]) RETURNS double precision[]
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    out double precision[] := array_fill(NULL::double precision, ARRAY[10]);
+    bid double precision;
+    ask double precision;
+    raw_bid double precision;
+    raw_ask double precision;
+BEGIN
+    FOR i IN 1..4 LOOP
+        bid := v[2 * i - 1];
+        ask := v[2 * i];
+        IF substr(was, i, 1) = 'i' THEN
+            raw_bid := 1 - ask;
+            raw_ask := 1 - bid;
+        ELSE
+            raw_bid := bid;
+            raw_ask := ask;
+        END IF;
+        IF substr(now, i, 1) = 'i' THEN
+            bid := 1 - raw_ask;
+            ask := 1 - raw_bid;
+        ELSE
+            bid := raw_bid;
+            ask := raw_ask;
+        END IF;
+        out[2 + 2 * i - 1] := bid;
+        out[2 + 2 * i] := ask;
+        IF substr(now, i, 1) <> 'x' THEN
+            out[1] := GREATEST(out[1], bid);
+            out[2] := LEAST(out[2], ask);
+        END IF;
+    END LOOP;
+    RETURN out;
+END
 $$;

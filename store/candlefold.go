@@ -1,0 +1,234 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// candleCoarse are the tables the fold merges points and trades into, with
+// their steps.
+var candleCoarse = []struct {
+	table string
+	step  time.Duration
+}{{"candles_5m", 5 * time.Minute}, {"candles_1h", time.Hour}, {"candles_1d", 24 * time.Hour}}
+
+// candleFoldChunk is the most rows of each queue one fold transaction takes.
+const candleFoldChunk = 20000
+
+// rawPoint is a row of candle_points: the market's series after one price
+// message (migration 008). vals are all_bid, all_ask, then each venue's bid
+// and ask, in CandleSeries order.
+type rawPoint struct {
+	marketID string
+	ts       time.Time
+	version  int64
+	present  int32
+	vals     [2 * len(CandleSeries)]*float64
+}
+
+// state is the point as series k's state, nil when the point is none of
+// the series' (a venue not quoted in it). The cross-venue series has every
+// point, its bid or ask nil where no venue that counts quoted that side.
+func (p *rawPoint) state(k int) *seriesState {
+	if k > 0 && p.present&int32(presentBit(k-1)) == 0 {
+		return nil
+	}
+	bid, ask := p.vals[2*k], p.vals[2*k+1]
+	pt := &candlePoint{ts: p.ts, version: p.version, bid: bid, ask: ask}
+	return &seriesState{first: pt, last: pt, bidHigh: bid, bidLow: bid, askHigh: ask, askLow: ask}
+}
+
+// rawTrade is a row of candle_trades: a trade in the market's terms.
+type rawTrade struct {
+	marketID string
+	ts       time.Time
+	id       string
+	venue    int16 // position in Venues, from 1: its series' index
+	price    float64
+	size     float64
+	counts   bool // in the cross-venue series
+}
+
+// state is the trade as series k's state, nil when it is none of the
+// series' trades.
+func (t *rawTrade) state(k int) *seriesState {
+	if k == 0 && !t.counts || k > 0 && int(t.venue) != k {
+		return nil
+	}
+	tr := &candleTrade{ts: t.ts, id: t.id, price: t.price}
+	return &seriesState{trades: 1, volume: t.size, open: tr, close: tr, tradeHigh: t.price, tradeLow: t.price}
+}
+
+// addState merges st into *into (st may be nil).
+func addState(into **seriesState, st *seriesState) {
+	switch {
+	case st == nil:
+	case *into == nil:
+		*into = st
+	default:
+		(*into).merge(st)
+	}
+}
+
+// moveQueuedSQL takes up to $1 rows of a queue (rows another fold holds are
+// left to it), appends them to the 1m store and returns them.
+const moveQueuedSQL = `
+	WITH moved AS (
+	    DELETE FROM %[1]s_new q
+	    WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM %[1]s_new LIMIT $1 FOR UPDATE SKIP LOCKED))
+	    RETURNING q.*
+	), kept AS (
+	    INSERT INTO %[1]s SELECT * FROM moved
+	)
+	SELECT * FROM moved`
+
+// FoldCandles folds what the candle queues hold (migration 008): in each
+// transaction it takes up to candleFoldChunk points and trades off the
+// queues, appends them to the 1m store and merges them into the coarse
+// tables, until the queues are empty. What it took is folded exactly once,
+// however many processes fold at once and wherever one stops. It returns
+// how many points and trades it folded.
+func (s *Store) FoldCandles(ctx context.Context) (points, trades int, err error) {
+	for {
+		var np, nt int
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			var rows []candleRow
+			var err error
+			if rows, np, nt, err = takeQueued(ctx, tx); err != nil || len(rows) == 0 {
+				return err
+			}
+			for _, c := range candleCoarse {
+				if _, err := tx.Exec(ctx, coarseUpsertSQL(c.table), candleRowArgs(foldCandles(rows, c.step))...); err != nil {
+					return fmt.Errorf("merge into %s: %w", c.table, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return points, trades, fmt.Errorf("store: fold candles: %w", err)
+		}
+		points, trades = points+np, trades+nt
+		if np < candleFoldChunk && nt < candleFoldChunk {
+			return points, trades, nil
+		}
+	}
+}
+
+// takeQueued moves a chunk of each queue into the 1m store, in tx, and
+// returns what it moved as 1m rows, with how many points and trades.
+func takeQueued(ctx context.Context, tx pgx.Tx) ([]candleRow, int, int, error) {
+	var out []candleRow
+	rows, err := tx.Query(ctx, fmt.Sprintf(moveQueuedSQL, "candle_points"), candleFoldChunk)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	var p rawPoint
+	np, err := pgx.ForEachRow(rows, p.dest(), func() error {
+		r := candleRow{marketID: p.marketID, bucket: p.ts.UTC().Truncate(time.Minute)}
+		q := p
+		q.ts = q.ts.UTC()
+		q.vals = cloneVals(p.vals)
+		for k := range r.series {
+			r.series[k] = q.state(k)
+		}
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("move points: %w", err)
+	}
+	rows, err = tx.Query(ctx, fmt.Sprintf(moveQueuedSQL, "candle_trades"), candleFoldChunk)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	var t rawTrade
+	nt, err := pgx.ForEachRow(rows, t.dest(), func() error {
+		r := candleRow{marketID: t.marketID, bucket: t.ts.UTC().Truncate(time.Minute)}
+		u := t
+		u.ts = u.ts.UTC()
+		for k := range r.series {
+			r.series[k] = u.state(k)
+		}
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("move trades: %w", err)
+	}
+	return out, int(np.RowsAffected()), int(nt.RowsAffected()), nil
+}
+
+// dest scans a candle_points row (SELECT *).
+func (p *rawPoint) dest() []any {
+	d := []any{&p.marketID, &p.ts, &p.version, &p.present}
+	for i := range p.vals {
+		d = append(d, &p.vals[i])
+	}
+	return d
+}
+
+// dest scans a candle_trades row (SELECT *).
+func (t *rawTrade) dest() []any {
+	return []any{&t.marketID, &t.ts, &t.id, &t.venue, &t.price, &t.size, &t.counts}
+}
+
+// cloneVals copies the values a scan may reuse for the next row.
+func cloneVals(v [2 * len(CandleSeries)]*float64) [2 * len(CandleSeries)]*float64 {
+	for i := range v {
+		v[i] = clone(v[i])
+	}
+	return v
+}
+// foldCandles merges rows into buckets of step, in key order.
+func foldCandles(rows []candleRow, step time.Duration) []candleRow {
+	type key struct {
+		id     string
+		bucket time.Time
+	}
+	at := map[key]int{}
+	var out []candleRow
+	for _, r := range rows {
+		k := key{r.marketID, r.bucket.Truncate(step)}
+		i, ok := at[k]
+		if !ok {
+			at[k] = len(out)
+			out = append(out, candleRow{marketID: k.id, bucket: k.bucket})
+			i = len(out) - 1
+		}
+		for s, st := range r.series {
+			switch {
+			case st == nil:
+			case out[i].series[s] == nil:
+				c := *st
+				out[i].series[s] = &c
+			default:
+				out[i].series[s].merge(st)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b candleRow) int {
+		if c := strings.Compare(a.marketID, b.marketID); c != 0 {
+			return c
+		}
+		return a.bucket.Compare(b.bucket)
+	})
+	return out
+}
+
+// coarseUpsertSQL merges rows given as one array per column (candleRowArgs)
+// into table.
+func coarseUpsertSQL(table string) string {
+	casts := []string{"$1::text[]", "$2::timestamptz[]"}
+	for range CandleSeries {
+		for _, t := range candleColumnTypes {
+			casts = append(casts, fmt.Sprintf("$%d::%s[]", len(casts)+1, t))
+		}
+	}
+	set := append(allSeries(candlePointMerge), allSeries(candleTradeMerge)...)
+	return candleUpsert(table, candleColumnsAll, set, "SELECT * FROM unnest("+strings.Join(casts, ", ")+")")
+}
