@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/marketdata/marketdata/internal/testenv"
 )
 
@@ -227,4 +226,3 @@ func median(xs []float64) float64 {
 	slices.Sort(xs)
 	return xs[len(xs)/2]
 }
-

@@ -184,6 +184,7 @@ func cloneVals(v [2 * len(CandleSeries)]*float64) [2 * len(CandleSeries)]*float6
 	}
 	return v
 }
+
 // foldCandles merges rows into buckets of step, in key order.
 func foldCandles(rows []candleRow, step time.Duration) []candleRow {
 	type key struct {

@@ -256,4 +256,3 @@ func (s *Store) writePricesTrades(ctx context.Context, tx pgx.Tx, b *Batch, res 
 	res.Trades, err = collectBatchTrades(rows, res.Applied)
 	return err
 }
-
