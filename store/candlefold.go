@@ -87,24 +87,82 @@ const moveQueuedSQL = `
 	)
 	SELECT * FROM moved`
 
-// FoldCandles folds what the candle queues hold (migration 008): in each
-// transaction it takes up to candleFoldChunk points and trades off the
-// queues, appends them to the 1m store and merges them into the coarse
-// tables, until the queues are empty. What it took is folded exactly once,
-// however many processes fold at once and wherever one stops. It returns
-// how many points and trades it folded.
-func (s *Store) FoldCandles(ctx context.Context) (points, trades int, err error) {
-	for {
+// FoldCandles folds what the candle queues hold and closes the 5m buckets
+// that ended a grace ago (migration 008). In each transaction, under the
+// fold's row lock (one folder at a time):
+//
+//  1. up to candleFoldChunk points and trades leave the queues for the 1m
+//     store; those of buckets already closed (late) merge into the coarse
+//     tables at once;
+//  2. the first bucket from the mark on that holds data and ended
+//     closeGrace before now is closed (closeStatements): its 5m rows are
+//     built from the 1m store, and merged into its hour's and day's rows;
+//     the mark moves past it (past now's limit when no such bucket is left).
+//
+// What a transaction took is folded exactly once, however many processes
+// fold and wherever one stops: the coarse tables hold exactly the points
+// and trades before the mark (the late ones with them), and reads add the
+// rest from the store and the queues. It returns how many points and trades
+// left the queues.
+func (s *Store) FoldCandles(ctx context.Context, now time.Time) (points, trades int, err error) {
+	limit := now.UTC().Add(-closeGrace).Truncate(closeStep)
+	for closes := 0; ; {
 		var np, nt int
+		var closed bool
+		var mark time.Time // zero: nothing closed yet, nothing late
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			var rows []candleRow
-			var err error
-			if rows, np, nt, err = takeQueued(ctx, tx); err != nil || len(rows) == 0 {
+			np, nt, closed, mark = 0, 0, false, time.Time{}
+			var held *time.Time
+			if err := tx.QueryRow(ctx, `SELECT closed FROM candle_fold FOR UPDATE`).Scan(&held); err != nil {
+				return fmt.Errorf("lock the fold: %w", err)
+			}
+			if held != nil {
+				mark = held.UTC()
+			}
+			rows, n, m, err := takeQueued(ctx, tx)
+			if err != nil {
 				return err
 			}
-			for _, c := range candleCoarse {
-				if _, err := tx.Exec(ctx, coarseUpsertSQL(c.table), candleRowArgs(foldCandles(rows, c.step))...); err != nil {
-					return fmt.Errorf("merge into %s: %w", c.table, err)
+			np, nt = n, m
+			var late []candleRow
+			for _, r := range rows {
+				if r.bucket.Before(mark) {
+					late = append(late, r)
+				}
+			}
+			if len(late) > 0 {
+				for _, c := range candleCoarse {
+					if _, err := tx.Exec(ctx, coarseUpsertSQL(c.table), candleRowArgs(foldCandles(late, c.step))...); err != nil {
+						return fmt.Errorf("merge late rows into %s: %w", c.table, err)
+					}
+				}
+			}
+			// The next bucket to close is the first from the mark that holds
+			// data: empty ones are passed over (their late rows, if any come,
+			// merge on their own).
+			var first *time.Time
+			if err := tx.QueryRow(ctx, `SELECT least(
+				(SELECT min(ts) FROM candle_points WHERE ts >= $1 AND ts < $2),
+				(SELECT min(ts) FROM candle_trades WHERE ts >= $1 AND ts < $2))`, mark, limit).Scan(&first); err != nil {
+				return fmt.Errorf("find the next bucket to close: %w", err)
+			}
+			switch {
+			case first == nil:
+				if mark.Before(limit) {
+					mark, closed = limit, true
+				}
+			default:
+				b := first.UTC().Truncate(closeStep)
+				for _, stmt := range closeStatements {
+					if _, err := tx.Exec(ctx, stmt, b, b.Add(closeStep)); err != nil {
+						return fmt.Errorf("close the bucket %s: %w", b.Format(time.RFC3339), err)
+					}
+				}
+				mark, closed = b.Add(closeStep), true
+			}
+			if closed {
+				if _, err := tx.Exec(ctx, `UPDATE candle_fold SET closed = $1`, mark); err != nil {
+					return fmt.Errorf("move the fold's mark: %w", err)
 				}
 			}
 			return nil
@@ -113,7 +171,13 @@ func (s *Store) FoldCandles(ctx context.Context) (points, trades int, err error)
 			return points, trades, fmt.Errorf("store: fold candles: %w", err)
 		}
 		points, trades = points+np, trades+nt
-		if np < candleFoldChunk && nt < candleFoldChunk {
+		if closed {
+			closes++
+		}
+		// Go on while the queues were full or buckets are left to close (up
+		// to an hour's a call, so a long outage is caught up by a few calls
+		// rather than one long one).
+		if np < candleFoldChunk && nt < candleFoldChunk && (!closed || closes >= 12 || !mark.Before(limit)) {
 			return points, trades, nil
 		}
 	}

@@ -71,10 +71,10 @@ func CandleBuckets(step time.Duration, from, to time.Time) (time.Time, int) {
 }
 
 // candleSource is the coarse table an interval's buckets are read from
-// (with what the queues still hold), whose step divides the interval's. A
-// 1m read takes its range from the 1m store (candle_points, candle_trades);
-// it looks into the 5m table only for what came before the store's
-// retention.
+// (with what the fold has not closed yet), whose step divides the
+// interval's. A 1m read takes its range from the 1m store (candle_points,
+// candle_trades) and the queues; it looks into the 5m table only for what
+// came before the store's retention.
 var candleSource = map[string]struct {
 	table string
 	step  time.Duration
@@ -190,9 +190,10 @@ func (s *Store) Candles(ctx context.Context, marketID, interval, series string, 
 // candleRead are the statements of one interval and series, each of the
 // market $1 and the range [$2, $3) (inForce and anyBefore: before $2, and
 // coarse buckets that end by $2, which start by $3): the coarse rows in the
-// range; the points and trades in the range (1m: the store's and the
-// queues', else the queues' only); the value in force at its start (the
-// latest point before it); whether any data came before it.
+// range; the points and trades in the range (the queues', and the 1m
+// store's: all for 1m, from the fold's mark on for the coarse intervals);
+// the value in force at its start (the latest point before it); whether any
+// data came before it.
 type candleRead struct {
 	coarse, points, trades, inForce, anyBefore string
 }
@@ -226,21 +227,24 @@ func buildCandleRead(fine bool, src string, k int, s string) candleRead {
 	if fine {
 		r.coarse += ` AND false`
 	}
-	fineTables := []string{"_new"}
-	if fine {
-		fineTables = []string{"", "_new"}
+	// The 1m store's rows: all of them for 1m; for the coarse intervals,
+	// those from the fold's mark on (before it, the coarse table has them).
+	store := ""
+	if !fine {
+		store = ` AND ts >= COALESCE((SELECT closed FROM candle_fold), '-infinity')`
 	}
 	var points, trades, inForce, any []string
-	for _, suffix := range fineTables {
-		points = append(points, `SELECT ts, version, present, `+col+`_bid, `+col+`_ask FROM candle_points`+suffix+`
-		WHERE market_id = $1 AND ts >= $2 AND ts < $3`+pointCond)
-		trades = append(trades, `SELECT * FROM candle_trades`+suffix+`
-		WHERE market_id = $1 AND ts >= $2 AND ts < $3`+tradeCond)
-		inForce = append(inForce, `(SELECT ts, version, `+col+`_bid, `+col+`_ask FROM candle_points`+suffix+`
-		 WHERE market_id = $1 AND ts < $2`+pointCond+` ORDER BY ts DESC, version DESC LIMIT 1)`)
+	for _, f := range []struct{ suffix, cond string }{{"", store}, {"_new", ""}} {
+		pc, tc := f.cond+pointCond, f.cond+tradeCond
+		points = append(points, `SELECT ts, version, present, `+col+`_bid, `+col+`_ask FROM candle_points`+f.suffix+`
+		WHERE market_id = $1 AND ts >= $2 AND ts < $3`+pc)
+		trades = append(trades, `SELECT * FROM candle_trades`+f.suffix+`
+		WHERE market_id = $1 AND ts >= $2 AND ts < $3`+tc)
+		inForce = append(inForce, `(SELECT ts, version, `+col+`_bid, `+col+`_ask FROM candle_points`+f.suffix+`
+		 WHERE market_id = $1 AND ts < $2`+pc+` ORDER BY ts DESC, version DESC LIMIT 1)`)
 		any = append(any,
-			`EXISTS (SELECT 1 FROM candle_points`+suffix+` WHERE market_id = $1 AND ts < $2`+pointCond+`)`,
-			`EXISTS (SELECT 1 FROM candle_trades`+suffix+` WHERE market_id = $1 AND ts < $2`+tradeCond+`)`)
+			`EXISTS (SELECT 1 FROM candle_points`+f.suffix+` WHERE market_id = $1 AND ts < $2`+pc+`)`,
+			`EXISTS (SELECT 1 FROM candle_trades`+f.suffix+` WHERE market_id = $1 AND ts < $2`+tc+`)`)
 	}
 	last := fmt.Sprintf("%[1]s_last_ts, %[1]s_last_version, %[1]s_last_bid, %[1]s_last_ask", s)
 	inForce = append(inForce, `(SELECT `+last+` FROM `+src+`

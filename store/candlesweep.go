@@ -117,10 +117,22 @@ type CandleSweep struct {
 // now − CandleRetention: it drops their partitions of candle_points and
 // candle_trades, and deletes what the default partitions hold from before
 // that month. Nothing moves: the coarse tables took every point and trade
-// when they were folded (FoldCandles).
+// before the fold's mark (FoldCandles), and no month the mark has not passed
+// goes.
 func (s *Store) SweepCandles(ctx context.Context, now time.Time) (CandleSweep, error) {
 	var out CandleSweep
 	cut := monthStart(now.Add(-CandleRetention))
+	// Nothing the fold has not closed goes: the coarse tables do not have it.
+	var mark *time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT closed FROM candle_fold`).Scan(&mark); err != nil {
+		return out, fmt.Errorf("store: read the candle fold's mark: %w", err)
+	}
+	if mark == nil {
+		return out, nil
+	}
+	if m := monthStart(*mark); m.Before(cut) {
+		cut = m
+	}
 	for _, table := range candleFineTables {
 		tag, err := s.pool.Exec(ctx, `DELETE FROM `+table+`_default WHERE ts < $1`, cut)
 		if err != nil {

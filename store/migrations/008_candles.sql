@@ -40,6 +40,8 @@ CREATE TABLE candle_points (
     d_ask     double precision
 ) PARTITION BY RANGE (ts);
 CREATE INDEX candle_points_market_ts ON candle_points (market_id, ts, version);
+-- The fold closes a 5m bucket of every market at once: a range of ts.
+CREATE INDEX candle_points_ts ON candle_points USING brin (ts);
 
 -- A trade in this market's terms: price inverted for a complement venue;
 -- counts is whether it counts in the cross-venue series; venue is the
@@ -54,12 +56,21 @@ CREATE TABLE candle_trades (
     counts    boolean          NOT NULL
 ) PARTITION BY RANGE (ts);
 CREATE INDEX candle_trades_market_ts ON candle_trades (market_id, ts, trade_id);
+CREATE INDEX candle_trades_ts ON candle_trades USING brin (ts);
 
 -- Ingest makes the monthly partitions ahead (store.EnsureCandlePartitions);
 -- the default partitions take a row whose month has none (a clock far off,
 -- a message from long ago), so no message is ever refused for its ts.
 CREATE TABLE candle_points_default PARTITION OF candle_points DEFAULT;
 CREATE TABLE candle_trades_default PARTITION OF candle_trades DEFAULT;
+
+-- The fold's state: the coarse tables hold exactly the points and trades
+-- before closed (NULL: none yet), a 5m boundary.
+CREATE TABLE candle_fold (
+    one    boolean PRIMARY KEY DEFAULT true CHECK (one),
+    closed timestamptz
+);
+INSERT INTO candle_fold DEFAULT VALUES;
 
 -- The queues: what ingest applied and the fold has not taken yet.
 CREATE TABLE candle_points_new (LIKE candle_points);
