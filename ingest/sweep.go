@@ -111,7 +111,7 @@ func (w *Worker) foldCandles(ctx context.Context) {
 	t := time.NewTicker(w.cfg.FoldEvery)
 	defer t.Stop()
 	fold := func(ctx context.Context) {
-		points, trades, err := w.store.FoldCandles(ctx)
+		points, trades, err := w.store.FoldCandles(ctx, w.now())
 		if err != nil && ctx.Err() == nil {
 			w.log.Warn("ingest candle fold", "err", err)
 		}

@@ -17,9 +17,6 @@ var candleCoarse = []struct {
 	step  time.Duration
 }{{"candles_5m", 5 * time.Minute}, {"candles_1h", time.Hour}, {"candles_1d", 24 * time.Hour}}
 
-// candleFoldChunk is the most rows of each queue one fold transaction takes.
-const candleFoldChunk = 20000
-
 // rawPoint is a row of candle_points: the market's series after one price
 // message (migration 008). vals are all_bid, all_ask, then each venue's bid
 // and ask, in CandleSeries order.
@@ -75,25 +72,25 @@ func addState(into **seriesState, st *seriesState) {
 	}
 }
 
-// moveQueuedSQL takes up to $1 rows of a queue (rows another fold holds are
-// left to it), appends them to the 1m store and returns them.
+// moveQueuedSQL takes what a queue holds, appends it to the 1m store and
+// returns how many rows it moved, with each one whose ts is before $1 (late:
+// its bucket was closed), or one row of NULLs beside the count when none is.
 const moveQueuedSQL = `
 	WITH moved AS (
-	    DELETE FROM %[1]s_new q
-	    WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM %[1]s_new LIMIT $1 FOR UPDATE SKIP LOCKED))
-	    RETURNING q.*
+	    DELETE FROM %[1]s_new RETURNING *
 	), kept AS (
 	    INSERT INTO %[1]s SELECT * FROM moved
 	)
-	SELECT * FROM moved`
+	SELECT c.n, m.*
+	FROM (SELECT count(*) AS n FROM moved) c
+	LEFT JOIN moved m ON m.ts < $1`
 
 // FoldCandles folds what the candle queues hold and closes the 5m buckets
 // that ended a grace ago (migration 008). In each transaction, under the
 // fold's row lock (one folder at a time):
 //
-//  1. up to candleFoldChunk points and trades leave the queues for the 1m
-//     store; those of buckets already closed (late) merge into the coarse
-//     tables at once;
+//  1. what the queues hold leaves them for the 1m store; the rows of
+//     buckets already closed (late) merge into the coarse tables at once;
 //  2. the first bucket from the mark on that holds data and ended
 //     closeGrace before now is closed (closeStatements): its 5m rows are
 //     built from the 1m store, and merged into its hour's and day's rows;
@@ -119,17 +116,11 @@ func (s *Store) FoldCandles(ctx context.Context, now time.Time) (points, trades 
 			if held != nil {
 				mark = held.UTC()
 			}
-			rows, n, m, err := takeQueued(ctx, tx)
+			late, n, m, err := takeQueued(ctx, tx, mark)
 			if err != nil {
 				return err
 			}
 			np, nt = n, m
-			var late []candleRow
-			for _, r := range rows {
-				if r.bucket.Before(mark) {
-					late = append(late, r)
-				}
-			}
 			if len(late) > 0 {
 				for _, c := range candleCoarse {
 					if _, err := tx.Exec(ctx, coarseUpsertSQL(c.table), candleRowArgs(foldCandles(late, c.step))...); err != nil {
@@ -174,66 +165,70 @@ func (s *Store) FoldCandles(ctx context.Context, now time.Time) (points, trades 
 		if closed {
 			closes++
 		}
-		// Go on while the queues were full or buckets are left to close (up
-		// to an hour's a call, so a long outage is caught up by a few calls
-		// rather than one long one).
-		if np < candleFoldChunk && nt < candleFoldChunk && (!closed || closes >= 12 || !mark.Before(limit)) {
+		// Go on while buckets are left to close (up to an hour's a call, so
+		// a long outage is caught up by a few calls rather than one long one).
+		if !closed || closes >= 12 || !mark.Before(limit) {
 			return points, trades, nil
 		}
 	}
 }
 
-// takeQueued moves a chunk of each queue into the 1m store, in tx, and
-// returns what it moved as 1m rows, with how many points and trades.
-func takeQueued(ctx context.Context, tx pgx.Tx) ([]candleRow, int, int, error) {
+// takeQueued moves what the queues hold into the 1m store, in tx, and
+// returns the late rows (ts before mark) as 1m rows, with how many points and
+// trades it moved.
+func takeQueued(ctx context.Context, tx pgx.Tx, mark time.Time) ([]candleRow, int, int, error) {
 	var out []candleRow
-	rows, err := tx.Query(ctx, fmt.Sprintf(moveQueuedSQL, "candle_points"), candleFoldChunk)
+	var n int64
+	var id, tradeID *string
+	var ts *time.Time
+	var version *int64
+	var present *int32
+	var p rawPoint
+	dest := []any{&n, &id, &ts, &version, &present}
+	for i := range p.vals {
+		dest = append(dest, &p.vals[i])
+	}
+	rows, err := tx.Query(ctx, fmt.Sprintf(moveQueuedSQL, "candle_points"), mark)
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	var p rawPoint
-	np, err := pgx.ForEachRow(rows, p.dest(), func() error {
-		r := candleRow{marketID: p.marketID, bucket: p.ts.UTC().Truncate(time.Minute)}
-		q := p
-		q.ts = q.ts.UTC()
-		q.vals = cloneVals(p.vals)
+	if _, err := pgx.ForEachRow(rows, dest, func() error {
+		if id == nil {
+			return nil
+		}
+		q := rawPoint{marketID: *id, ts: ts.UTC(), version: *version, present: *present, vals: cloneVals(p.vals)}
+		r := candleRow{marketID: q.marketID, bucket: q.ts.Truncate(time.Minute)}
 		for k := range r.series {
 			r.series[k] = q.state(k)
 		}
 		out = append(out, r)
 		return nil
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, 0, 0, fmt.Errorf("move points: %w", err)
 	}
-	rows, err = tx.Query(ctx, fmt.Sprintf(moveQueuedSQL, "candle_trades"), candleFoldChunk)
+	points := int(n)
+	var venue *int16
+	var price, size *float64
+	var counts *bool
+	rows, err = tx.Query(ctx, fmt.Sprintf(moveQueuedSQL, "candle_trades"), mark)
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	var t rawTrade
-	nt, err := pgx.ForEachRow(rows, t.dest(), func() error {
-		r := candleRow{marketID: t.marketID, bucket: t.ts.UTC().Truncate(time.Minute)}
-		u := t
-		u.ts = u.ts.UTC()
+	if _, err := pgx.ForEachRow(rows, []any{&n, &id, &ts, &tradeID, &venue, &price, &size, &counts}, func() error {
+		if id == nil {
+			return nil
+		}
+		t := rawTrade{marketID: *id, ts: ts.UTC(), id: *tradeID, venue: *venue, price: *price, size: *size, counts: *counts}
+		r := candleRow{marketID: t.marketID, bucket: t.ts.Truncate(time.Minute)}
 		for k := range r.series {
-			r.series[k] = u.state(k)
+			r.series[k] = t.state(k)
 		}
 		out = append(out, r)
 		return nil
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, 0, 0, fmt.Errorf("move trades: %w", err)
 	}
-	return out, int(np.RowsAffected()), int(nt.RowsAffected()), nil
-}
-
-// dest scans a candle_points row (SELECT *).
-func (p *rawPoint) dest() []any {
-	d := []any{&p.marketID, &p.ts, &p.version, &p.present}
-	for i := range p.vals {
-		d = append(d, &p.vals[i])
-	}
-	return d
+	return out, points, int(n), nil
 }
 
 // dest scans a candle_trades row (SELECT *).

@@ -5,19 +5,24 @@
 -- and one per trade inserted now, into two queues (candle_points_new,
 -- candle_trades_new): plain inserts into unindexed tables, the cheapest
 -- write there is (docs/benchmarks.md, "Candles storage"). About once a
--- second ingest folds the queues (store.FoldCandles): in one transaction it
--- deletes what it takes from them, appends it to candle_points and
--- candle_trades (the 1m store, partitioned by month) and merges it into the
--- coarse tables candles_5m, candles_1h and candles_1d. A row is in a queue
--- or folded, never both, whatever the number of folders or where one stops:
--- every point and trade counts exactly once.
+-- second ingest folds the queues (store.FoldCandles), one folder at a time
+-- (candle_fold's row lock): in one transaction it deletes what it takes
+-- from them and appends it to candle_points and candle_trades (the 1m
+-- store, partitioned by month); then it closes the next 5m bucket that
+-- ended a minute ago: its candles_5m rows are built from the store's rows
+-- of the bucket and merged into its candles_1h and candles_1d rows. The
+-- coarse tables hold exactly what came before candle_fold.closed: a row
+-- taken from a queue with a ts before it (late) merges into them at once.
+-- A row is in a queue or in the store, and in the coarse tables once, never
+-- twice, whatever the number of folders or where one stops.
 --
 -- Reads: 1m candles are computed from the points and trades of their range
--- (kept 30 days: dropping a month's partition is the sweep); 5m and 15m
--- from candles_5m, 1h and 4h from candles_1h, 1d from candles_1d, each with
--- what the queues still hold. The candle's open (the value in force when the
--- bucket starts: the last point before it) is found when reading, so a late
--- point fixes every later candle by itself.
+-- (kept 30 days: dropping a month's partition is the sweep) and the queues';
+-- 5m and 15m from candles_5m, 1h and 4h from candles_1h, 1d from
+-- candles_1d, each with the store's rows from the mark on and the queues'.
+-- The candle's open (the value in force when the bucket starts: the last
+-- point before it) is found when reading, so a late point fixes every later
+-- candle by itself.
 --
 -- A point holds the market's series after its price message: the
 -- cross-venue best bid and ask over the venues that count (all_bid,
@@ -39,7 +44,7 @@ CREATE TABLE candle_points (
     d_bid     double precision,
     d_ask     double precision
 ) PARTITION BY RANGE (ts);
-CREATE INDEX candle_points_market_ts ON candle_points (market_id, ts, version);
+CREATE INDEX candle_points_market_ts ON candle_points (market_id, ts);
 -- The fold closes a 5m bucket of every market at once: a range of ts.
 CREATE INDEX candle_points_ts ON candle_points USING brin (ts);
 
@@ -55,7 +60,7 @@ CREATE TABLE candle_trades (
     size      double precision NOT NULL,
     counts    boolean          NOT NULL
 ) PARTITION BY RANGE (ts);
-CREATE INDEX candle_trades_market_ts ON candle_trades (market_id, ts, trade_id);
+CREATE INDEX candle_trades_market_ts ON candle_trades (market_id, ts);
 CREATE INDEX candle_trades_ts ON candle_trades USING brin (ts);
 
 -- Ingest makes the monthly partitions ahead (store.EnsureCandlePartitions);
@@ -88,8 +93,9 @@ CREATE TABLE candle_trades_new (LIKE candle_trades);
 --   trade_open_* / trade_close_*  the first and last trade by (ts, trade_id).
 --   trade_high, trade_low.
 --
--- The fold rewrites the rows of the current buckets about once a second:
--- free space in each page keeps those updates HOT.
+-- A late row rewrites a closed bucket's row, and each closed 5m bucket
+-- rewrites its hour's and day's: free space in each page keeps those updates
+-- HOT.
 CREATE TABLE candles_5m (
     market_id                text COLLATE "C" NOT NULL,
     bucket                   timestamptz      NOT NULL,
