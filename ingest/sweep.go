@@ -105,8 +105,9 @@ func (w *Worker) Sweep(ctx context.Context) error {
 }
 
 // foldCandles folds the candle queues every FoldEvery (store.FoldCandles)
-// until ctx ends. Failures are logged; what was not folded waits in the
-// queue (where reads take it) for the next fold, of this process or another.
+// until ctx ends, and vacuums the queues after each fold that took rows.
+// Failures are logged; what was not folded waits in the queue (where reads
+// take it) for the next fold, of this process or another.
 func (w *Worker) foldCandles(ctx context.Context) {
 	t := time.NewTicker(w.cfg.FoldEvery)
 	defer t.Stop()
@@ -117,6 +118,11 @@ func (w *Worker) foldCandles(ctx context.Context) {
 		}
 		w.metrics.CandlesFolded.WithLabelValues("point").Add(float64(points))
 		w.metrics.CandlesFolded.WithLabelValues("trade").Add(float64(trades))
+		if points+trades > 0 {
+			if err := w.store.VacuumCandleQueues(ctx); err != nil && ctx.Err() == nil {
+				w.log.Warn("ingest candle queues vacuum", "err", err)
+			}
+		}
 	}
 	for {
 		select {

@@ -28,6 +28,7 @@ type Store interface {
 	EnsureCandlePartitions(ctx context.Context, now time.Time) ([]string, error)
 	SweepCandles(ctx context.Context, now time.Time) (store.CandleSweep, error)
 	FoldCandles(ctx context.Context, now time.Time) (points, trades int, err error)
+	VacuumCandleQueues(ctx context.Context) error
 }
 
 // Cache is what the worker needs of the snapshots. Apply returns the

@@ -26,10 +26,12 @@ import (
 //   - before: the batch statement without candles;
 //   - candles: as ingest writes them (the points queued);
 //
-// and, after each block of candles, FoldCandles on the same connection
-// (fold), and two clocks: "dense", every update of a market in the same
-// minute (as mdbench's, whose ts advance a millisecond a version), and
-// "sparse", each version in a minute of its own. Figures per applied price:
+// and, after each block of candles, FoldCandles and the queues' vacuum on
+// the same connection (fold), and two clocks: "dense", every update of a
+// market in the same minute of this hour (as mdbench's, whose ts advance a
+// millisecond a version; no bucket closes), and "sparse", each version in a
+// minute of its own from three hours back (the fold closes each 5m bucket,
+// five points of every market, once it is full). Figures per applied price:
 // wall time, and CPU of the connection's Postgres backend (/proc).
 func TestCandleCost(t *testing.T) {
 	if os.Getenv("MD_CANDLE_COST") == "" {
@@ -79,7 +81,9 @@ func TestCandleCost(t *testing.T) {
 				n++
 				ts := start.Add(time.Duration(v) * time.Millisecond)
 				if clock == "sparse" {
-					ts = start.Add(time.Duration(v) * time.Minute)
+					// Three hours back: the fold closes the 5m buckets as
+					// they fill (each holds 5 points of every market).
+					ts = start.Add(-3*time.Hour + time.Duration(v)*time.Minute)
 				}
 				b.Prices = append(b.Prices, costPrice(clock, i, v, ts))
 			}
@@ -105,6 +109,9 @@ func TestCandleCost(t *testing.T) {
 				if m.name == "candles" {
 					c0, t0 := backendCPU(t, pid), time.Now()
 					if _, _, err := s.FoldCandles(ctx, time.Now()); err != nil {
+						t.Fatal(err)
+					}
+					if err := s.VacuumCandleQueues(ctx); err != nil { // as ingest does after each fold
 						t.Fatal(err)
 					}
 					if r > 0 {

@@ -292,3 +292,17 @@ func coarseUpsertSQL(table string) string {
 	set := append(allSeries(candlePointMerge), allSeries(candleTradeMerge)...)
 	return candleUpsert(table, candleColumnsAll, set, "SELECT * FROM unnest("+strings.Join(casts, ", ")+")")
 }
+
+// VacuumCandleQueues vacuums the two queues. Each fold deletes every row
+// they hold, so without vacuum their dead rows pile up, and every fold and
+// every read, which scan them, slows with the queues' whole history (a
+// table of inserts only keeps growing: its free space is found by vacuum);
+// autovacuum may come too late for a table that turns over every second,
+// or not at all (this project's test machine runs without it). A few
+// milliseconds for tables that hold a second of rows.
+func (s *Store) VacuumCandleQueues(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, `VACUUM (SKIP_LOCKED) candle_points_new, candle_trades_new`); err != nil {
+		return fmt.Errorf("store: vacuum the candle queues: %w", err)
+	}
+	return nil
+}
