@@ -7,10 +7,10 @@ import (
 )
 
 // Closing a 5m bucket (FoldCandles): the 1m store's points and trades of the
-// bucket, grouped by market in Postgres, become the bucket's candles_5m rows
-// and merge into the candles_1h and candles_1d rows of its hour and day. One
-// statement per bucket and table, so no coarse row is written twice by one
-// statement.
+// bucket, grouped by market in Postgres, become the bucket's candles_5m rows.
+// When the fold moves past an hour, that hour's 5m rows become its 1h rows,
+// and past a day, its 1h rows its 1d row: each coarse row is written once
+// (a late point merges into those already written).
 
 // closeStep is the bucket the fold closes at a time: the finest coarse table's.
 const closeStep = 5 * time.Minute
@@ -41,7 +41,7 @@ func closePointCols(k int) []string {
 		col = string(rune('a' + k - 1))
 		filter = fmt.Sprintf(" FILTER (WHERE present & %d <> 0)", presentBit(k-1))
 	}
-	arr := fmt.Sprintf("ARRAY[%s, version::float8, %s_bid, %s_ask]", usExpr("ts"), col, col)
+	arr := fmt.Sprintf("ARRAY[us, version::float8, %s_bid, %s_ask]", col, col)
 	var out []string
 	for _, g := range []struct{ name, agg string }{{"first", "min"}, {"last", "max"}} {
 		a := fmt.Sprintf("(%s(%s)%s)", g.agg, arr, filter)
@@ -98,7 +98,7 @@ var closeSQL = func() string {
 FROM (
     SELECT market_id,
         ` + strings.Join(pcols, ",\n        ") + `
-    FROM candle_points WHERE ts >= $1 AND ts < $2
+    FROM (SELECT *, ` + usExpr("ts") + ` AS us FROM candle_points WHERE ts >= $1 AND ts < $2) pts
     GROUP BY market_id
 ) p
 FULL JOIN (
@@ -112,20 +112,59 @@ ORDER BY market_id`
 	return candleUpsert("candles_5m", candleColumnsAll, set, source)
 }()
 
-// rollUpSQL merges the 5m rows of the bucket [$1, $2) into table, whose
-// bucket is trunc of a 5m bucket: one 5m bucket a statement, so each row of
-// table is merged into once.
-func rollUpSQL(table, trunc string) string {
+// rollUpSQL builds the rows of table (bucket trunc of the source's) from the
+// rows of source in [$1, $2), one market's rows into one: the rows of one
+// hour (5m into 1h) or one day (1h into 1d) at a time.
+func rollUpSQL(table, source, trunc string) string {
+	var cols []string
+	for _, s := range CandleSeries {
+		cols = append(cols, rollUpCols(s)...)
+	}
 	set := append(allSeries(candlePointMerge), allSeries(candleTradeMerge)...)
-	source := `SELECT market_id, ` + trunc + ` AS bucket, ` + strings.Join(candleColumnsAll, ", ") + `
-FROM candles_5m WHERE bucket >= $1 AND bucket < $2
+	src := `SELECT market_id, ` + trunc + ` AS bucket, ` + strings.Join(candleColumnsAll, ", ") + `
+FROM (
+    SELECT market_id, min(bucket) AS bucket,
+        ` + strings.Join(cols, ",\n        ") + `
+    FROM ` + source + ` WHERE bucket >= $1 AND bucket < $2
+    GROUP BY market_id
+) r
 ORDER BY market_id`
-	return candleUpsert(table, candleColumnsAll, set, source)
+	return candleUpsert(table, candleColumnsAll, set, src)
 }
 
-// closeStatements are the statements that close one 5m bucket, in order.
-var closeStatements = []string{
-	closeSQL,
-	rollUpSQL("candles_1h", "date_trunc('hour', bucket, 'UTC')"),
-	rollUpSQL("candles_1d", "date_trunc('day', bucket, 'UTC')"),
+// rollUpCols are the columns of series s merged over candle rows: first and
+// last by (ts, version) among the rows that have points, extremes, sums,
+// and the first and last trade by (ts, trade_id).
+func rollUpCols(s string) []string {
+	var out []string
+	for _, g := range []struct{ name, agg string }{{"first", "min"}, {"last", "max"}} {
+		a := fmt.Sprintf("(%[2]s(ARRAY[%[3]s, %[1]s_%[4]s_version::float8, %[1]s_%[4]s_bid, %[1]s_%[4]s_ask]) FILTER (WHERE %[1]s_%[4]s_ts IS NOT NULL))",
+			s, g.agg, usExpr(s+"_"+g.name+"_ts"), g.name)
+		out = append(out,
+			fromUS(a+"[1]")+fmt.Sprintf(" AS %s_%s_ts", s, g.name),
+			fmt.Sprintf("%s[2]::bigint AS %s_%s_version", a, s, g.name),
+			fmt.Sprintf("%s[3] AS %s_%s_bid", a, s, g.name),
+			fmt.Sprintf("%s[4] AS %s_%s_ask", a, s, g.name))
+	}
+	out = append(out,
+		fmt.Sprintf("max(%[1]s_bid_high) AS %[1]s_bid_high", s), fmt.Sprintf("min(%[1]s_bid_low) AS %[1]s_bid_low", s),
+		fmt.Sprintf("max(%[1]s_ask_high) AS %[1]s_ask_high", s), fmt.Sprintf("min(%[1]s_ask_low) AS %[1]s_ask_low", s),
+		fmt.Sprintf("sum(%[1]s_trades)::int AS %[1]s_trades", s), fmt.Sprintf("sum(%[1]s_volume) AS %[1]s_volume", s))
+	has := fmt.Sprintf(" FILTER (WHERE %s_trades IS NOT NULL)", s)
+	for _, g := range []struct{ name, order string }{{"open", "%[1]s_trade_open_ts, %[1]s_trade_open_id"}, {"close", "%[1]s_trade_close_ts DESC, %[1]s_trade_close_id DESC"}} {
+		order := fmt.Sprintf(g.order, s)
+		for _, c := range []string{"_ts", "_id", ""} {
+			col := s + "_trade_" + g.name + c
+			out = append(out, fmt.Sprintf("(array_agg(%s ORDER BY %s)%s)[1] AS %s", col, order, has, col))
+		}
+	}
+	return append(out,
+		fmt.Sprintf("max(%[1]s_trade_high) AS %[1]s_trade_high", s), fmt.Sprintf("min(%[1]s_trade_low) AS %[1]s_trade_low", s))
 }
+
+var (
+	// rollHourSQL builds one hour's candles_1h rows from its candles_5m rows.
+	rollHourSQL = rollUpSQL("candles_1h", "candles_5m", "date_trunc('hour', bucket, 'UTC')")
+	// rollDaySQL builds one day's candles_1d rows from its candles_1h rows.
+	rollDaySQL = rollUpSQL("candles_1d", "candles_1h", "date_trunc('day', bucket, 'UTC')")
+)

@@ -106,27 +106,20 @@ func (s *Store) FoldCandles(ctx context.Context, now time.Time) (points, trades 
 	for closes := 0; ; {
 		var np, nt int
 		var closed bool
-		var mark time.Time // zero: nothing closed yet, nothing late
+		var mark time.Time
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			np, nt, closed, mark = 0, 0, false, time.Time{}
-			var held *time.Time
-			if err := tx.QueryRow(ctx, `SELECT closed FROM candle_fold FOR UPDATE`).Scan(&held); err != nil {
-				return fmt.Errorf("lock the fold: %w", err)
+			np, nt, closed = 0, 0, false
+			var m foldMarks
+			if err := m.lock(ctx, tx); err != nil {
+				return err
 			}
-			if held != nil {
-				mark = held.UTC()
-			}
-			late, n, m, err := takeQueued(ctx, tx, mark)
+			late, n, k, err := takeQueued(ctx, tx, m.closed)
 			if err != nil {
 				return err
 			}
-			np, nt = n, m
-			if len(late) > 0 {
-				for _, c := range candleCoarse {
-					if _, err := tx.Exec(ctx, coarseUpsertSQL(c.table), candleRowArgs(foldCandles(late, c.step))...); err != nil {
-						return fmt.Errorf("merge late rows into %s: %w", c.table, err)
-					}
-				}
+			np, nt = n, k
+			if err := m.mergeLate(ctx, tx, late); err != nil {
+				return err
 			}
 			// The next bucket to close is the first from the mark that holds
 			// data: empty ones are passed over (their late rows, if any come,
@@ -134,26 +127,29 @@ func (s *Store) FoldCandles(ctx context.Context, now time.Time) (points, trades 
 			var first *time.Time
 			if err := tx.QueryRow(ctx, `SELECT least(
 				(SELECT min(ts) FROM candle_points WHERE ts >= $1 AND ts < $2),
-				(SELECT min(ts) FROM candle_trades WHERE ts >= $1 AND ts < $2))`, mark, limit).Scan(&first); err != nil {
+				(SELECT min(ts) FROM candle_trades WHERE ts >= $1 AND ts < $2))`, m.closed, limit).Scan(&first); err != nil {
 				return fmt.Errorf("find the next bucket to close: %w", err)
 			}
 			switch {
-			case first == nil:
-				if mark.Before(limit) {
-					mark, closed = limit, true
-				}
-			default:
+			case first != nil:
 				b := first.UTC().Truncate(closeStep)
-				for _, stmt := range closeStatements {
-					if _, err := tx.Exec(ctx, stmt, b, b.Add(closeStep)); err != nil {
-						return fmt.Errorf("close the bucket %s: %w", b.Format(time.RFC3339), err)
-					}
+				if _, err := tx.Exec(ctx, closeSQL, b, b.Add(closeStep)); err != nil {
+					return fmt.Errorf("close the bucket %s: %w", b.Format(time.RFC3339), err)
 				}
-				mark, closed = b.Add(closeStep), true
+				closed = true
+				if err := m.advance(ctx, tx, b, b.Add(closeStep)); err != nil {
+					return err
+				}
+			case m.closed.Before(limit):
+				closed = true
+				if err := m.advance(ctx, tx, limit, limit); err != nil {
+					return err
+				}
 			}
+			mark = m.closed
 			if closed {
-				if _, err := tx.Exec(ctx, `UPDATE candle_fold SET closed = $1`, mark); err != nil {
-					return fmt.Errorf("move the fold's mark: %w", err)
+				if _, err := tx.Exec(ctx, `UPDATE candle_fold SET closed = $1, hours = $2, days = $3`, m.closed, m.hours, m.days); err != nil {
+					return fmt.Errorf("move the fold's marks: %w", err)
 				}
 			}
 			return nil
@@ -304,5 +300,87 @@ func (s *Store) VacuumCandleQueues(ctx context.Context) error {
 	if _, err := s.pool.Exec(ctx, `VACUUM (SKIP_LOCKED) candle_points_new, candle_trades_new`); err != nil {
 		return fmt.Errorf("store: vacuum the candle queues: %w", err)
 	}
+	return nil
+}
+
+// foldMarks are the fold's marks (candle_fold): candles_5m holds exactly the
+// points and trades before closed, candles_1h those before hours, candles_1d
+// those before days; hours is closed's hour and days hours' day (zero: none
+// yet). The 5m rows from hours on are those of the hour not rolled up yet,
+// the 1h rows from days on those of the day.
+type foldMarks struct {
+	closed, hours, days time.Time
+}
+
+// lock reads the marks under the fold's row lock, held to the end of tx.
+func (m *foldMarks) lock(ctx context.Context, tx pgx.Tx) error {
+	var c, h, d *time.Time
+	if err := tx.QueryRow(ctx, `SELECT closed, hours, days FROM candle_fold FOR UPDATE`).Scan(&c, &h, &d); err != nil {
+		return fmt.Errorf("lock the fold: %w", err)
+	}
+	for _, p := range []struct {
+		from *time.Time
+		to   *time.Time
+	}{{c, &m.closed}, {h, &m.hours}, {d, &m.days}} {
+		if p.from != nil {
+			*p.to = p.from.UTC()
+		}
+	}
+	return nil
+}
+
+// mergeLate merges late rows (before closed) into each coarse table that
+// already holds their time.
+func (m *foldMarks) mergeLate(ctx context.Context, tx pgx.Tx, late []candleRow) error {
+	for _, c := range candleCoarse {
+		mark := map[string]time.Time{"candles_5m": m.closed, "candles_1h": m.hours, "candles_1d": m.days}[c.table]
+		var rows []candleRow
+		for _, r := range late {
+			if r.bucket.Before(mark) {
+				rows = append(rows, r)
+			}
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		if _, err := tx.Exec(ctx, coarseUpsertSQL(c.table), candleRowArgs(foldCandles(rows, c.step))...); err != nil {
+			return fmt.Errorf("merge late rows into %s: %w", c.table, err)
+		}
+	}
+	return nil
+}
+
+// advance moves closed to next once the 5m bucket starting at b (or nothing,
+// when b is next) was closed, and rolls up the hours and days it moved past
+// that hold data: the mark's hour (the one 5m rows were accumulating in)
+// and b's, each once.
+func (m *foldMarks) advance(ctx context.Context, tx pgx.Tx, b, next time.Time) error {
+	if m.closed.IsZero() {
+		m.hours, m.days = b.Truncate(time.Hour), b.Truncate(24*time.Hour)
+	}
+	m.closed = next
+	hour := next.Truncate(time.Hour)
+	for _, h := range []time.Time{m.hours, b.Truncate(time.Hour)} {
+		if h.Before(hour) && !h.Before(m.hours) {
+			if _, err := tx.Exec(ctx, rollHourSQL, h, h.Add(time.Hour)); err != nil {
+				return fmt.Errorf("roll up the hour %s: %w", h.Format(time.RFC3339), err)
+			}
+			if h.Equal(b.Truncate(time.Hour)) {
+				break
+			}
+		}
+	}
+	prevHours := m.hours
+	m.hours = hour
+	day := hour.Truncate(24 * time.Hour)
+	for _, d := range []time.Time{m.days, prevHours.Truncate(24 * time.Hour), b.Truncate(24 * time.Hour)} {
+		if d.Before(day) && !d.Before(m.days) {
+			if _, err := tx.Exec(ctx, rollDaySQL, d, d.Add(24*time.Hour)); err != nil {
+				return fmt.Errorf("roll up the day %s: %w", d.Format(time.RFC3339), err)
+			}
+			m.days = d.Add(24 * time.Hour) // each day once
+		}
+	}
+	m.days = day
 	return nil
 }

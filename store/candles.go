@@ -70,19 +70,29 @@ func CandleBuckets(step time.Duration, from, to time.Time) (time.Time, int) {
 	return start, int((to.Sub(start) + step - 1) / step)
 }
 
-// candleSource is the coarse table an interval's buckets are read from
-// (with what the fold has not closed yet), whose step divides the
-// interval's. A 1m read takes its range from the 1m store (candle_points,
-// candle_trades) and the queues; it looks into the 5m table only for what
-// came before the store's retention.
-var candleSource = map[string]struct {
-	table string
-	step  time.Duration
-}{
-	"1m": {"candles_5m", 5 * time.Minute}, "5m": {"candles_5m", 5 * time.Minute},
-	"15m": {"candles_5m", 5 * time.Minute}, "1h": {"candles_1h", time.Hour},
-	"4h": {"candles_1h", time.Hour}, "1d": {"candles_1d", 24 * time.Hour},
-}
+// candleLayers are the coarse rows an interval's buckets are read from
+// (each a table and which of its rows; with the 1m store's rows from the
+// fold's mark on and the queues'): the rows of the finest table each step
+// divides, coarser ones where the fold rolled them up (candle_fold: 1h rows
+// before hours, 1d rows before days; the 5m rows from hours on are those of
+// the hour not rolled up yet). A 1m read takes none: its range comes from the
+// 1m store and the queues.
+var candleLayers = func() map[string][]string {
+	const (
+		hours = `COALESCE((SELECT hours FROM candle_fold), '-infinity')`
+		days  = `COALESCE((SELECT days FROM candle_fold), '-infinity')`
+	)
+	fives := []string{`candles_5m WHERE true`}
+	hourly := []string{`candles_1h WHERE bucket < ` + hours, `candles_5m WHERE bucket >= ` + hours}
+	daily := []string{`candles_1d WHERE bucket < ` + days,
+		`candles_1h WHERE bucket >= ` + days + ` AND bucket < ` + hours, `candles_5m WHERE bucket >= ` + hours}
+	return map[string][]string{"1m": nil, "5m": fives, "15m": fives, "1h": hourly, "4h": hourly, "1d": daily}
+}()
+
+// candleBefore is the coarse table that tells what came before a read's
+// range (the value in force, whether any data came): candles_5m holds all
+// of it before the fold's mark.
+const candleBefore, candleBeforeStep = "candles_5m", 5 * time.Minute
 
 // Candles reads a market's candles of interval for series ("all" or a
 // venue) in the buckets that start in [the bucket of from, to): from the
@@ -110,7 +120,6 @@ func (s *Store) Candles(ctx context.Context, marketID, interval, series string, 
 		return []Candle{}, nil
 	}
 	end := start.Add(time.Duration(n) * step)
-	src := candleSource[interval]
 	stmts := candleReads[interval+" "+series]
 	states := make([]*seriesState, n)
 	add := func(ts time.Time, st *seriesState) {
@@ -122,27 +131,32 @@ func (s *Store) Candles(ctx context.Context, marketID, interval, series string, 
 	var earlier bool
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		q := &pgx.Batch{}
-		q.Queue(stmts.coarse, marketID, start, end)
+		if stmts.coarse != "" {
+			q.Queue(stmts.coarse, marketID, start, end)
+		}
 		q.Queue(stmts.points, marketID, start, end)
 		q.Queue(stmts.trades, marketID, start, end)
-		q.Queue(stmts.inForce, marketID, start, start.Add(-src.step))
-		q.Queue(stmts.anyBefore, marketID, start, start.Add(-src.step))
+		q.Queue(stmts.inForce, marketID, start, start.Add(-candleBeforeStep))
+		q.Queue(stmts.anyBefore, marketID, start, start.Add(-candleBeforeStep))
 		br := tx.SendBatch(ctx, q)
 		defer br.Close()
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		var bucket time.Time
-		var sc seriesScan
-		if _, err := pgx.ForEachRow(rows, append([]any{&bucket}, sc.dest()...), func() error {
-			add(bucket, sc.state())
-			return nil
-		}); err != nil {
-			return err
+		if stmts.coarse != "" {
+			rows, err := br.Query()
+			if err != nil {
+				return err
+			}
+			var bucket time.Time
+			var sc seriesScan
+			if _, err := pgx.ForEachRow(rows, append([]any{&bucket}, sc.dest()...), func() error {
+				add(bucket, sc.state())
+				return nil
+			}); err != nil {
+				return err
+			}
 		}
 		var p rawPoint
-		if rows, err = br.Query(); err != nil {
+		rows, err := br.Query()
+		if err != nil {
 			return err
 		}
 		if _, err := pgx.ForEachRow(rows, []any{&p.ts, &p.version, &p.present, &p.vals[2*k], &p.vals[2*k+1]}, func() error {
@@ -202,17 +216,17 @@ type candleRead struct {
 var candleReads = func() map[string]candleRead {
 	out := map[string]candleRead{}
 	for _, interval := range CandleIntervals {
-		src := candleSource[interval].table
 		for k, s := range CandleSeries {
-			out[interval+" "+s] = buildCandleRead(interval == "1m", src, k, s)
+			out[interval+" "+s] = buildCandleRead(candleLayers[interval], k, s)
 		}
 	}
 	return out
 }()
 
 // buildCandleRead writes the statements of series s (at k in CandleSeries)
-// read from the 1m store (fine) or from the coarse table src.
-func buildCandleRead(fine bool, src string, k int, s string) candleRead {
+// read from the coarse rows of layers, or from the 1m store (no layers).
+func buildCandleRead(layers []string, k int, s string) candleRead {
+	fine := len(layers) == 0
 	col := "all"
 	pointCond, tradeCond := "", " AND counts"
 	if k > 0 {
@@ -222,11 +236,12 @@ func buildCandleRead(fine bool, src string, k int, s string) candleRead {
 	}
 	has := fmt.Sprintf("(%[1]s_last_ts IS NOT NULL OR %[1]s_trades IS NOT NULL)", s)
 	var r candleRead
-	r.coarse = `SELECT bucket, ` + strings.Join(candleColumns(s), ", ") + ` FROM ` + src + `
-		WHERE market_id = $1 AND bucket >= $2 AND bucket < $3 AND ` + has
-	if fine {
-		r.coarse += ` AND false`
+	var coarse []string
+	for _, l := range layers {
+		coarse = append(coarse, `SELECT bucket, `+strings.Join(candleColumns(s), ", ")+` FROM `+l+`
+		AND market_id = $1 AND bucket >= $2 AND bucket < $3 AND `+has)
 	}
+	r.coarse = strings.Join(coarse, "\n\t\tUNION ALL\n\t\t") // none for 1m
 	// The 1m store's rows: all of them for 1m; for the coarse intervals,
 	// those from the fold's mark on (before it, the coarse table has them).
 	store := ""
@@ -247,9 +262,9 @@ func buildCandleRead(fine bool, src string, k int, s string) candleRead {
 			`EXISTS (SELECT 1 FROM candle_trades`+f.suffix+` WHERE market_id = $1 AND ts < $2`+tc+`)`)
 	}
 	last := fmt.Sprintf("%[1]s_last_ts, %[1]s_last_version, %[1]s_last_bid, %[1]s_last_ask", s)
-	inForce = append(inForce, `(SELECT `+last+` FROM `+src+`
+	inForce = append(inForce, `(SELECT `+last+` FROM `+candleBefore+`
 		 WHERE market_id = $1 AND bucket <= $3 AND `+s+`_last_ts IS NOT NULL ORDER BY bucket DESC LIMIT 1)`)
-	any = append(any, `EXISTS (SELECT 1 FROM `+src+` WHERE market_id = $1 AND bucket <= $3 AND `+has+`)`)
+	any = append(any, `EXISTS (SELECT 1 FROM `+candleBefore+` WHERE market_id = $1 AND bucket <= $3 AND `+has+`)`)
 	r.points = strings.Join(points, "\n\t\tUNION ALL\n\t\t")
 	r.trades = strings.Join(trades, "\n\t\tUNION ALL\n\t\t")
 	r.inForce = `SELECT * FROM (` + strings.Join(inForce, "\n\t\tUNION ALL\n\t\t") + `) p ORDER BY 1 DESC, 2 DESC LIMIT 1`

@@ -220,6 +220,52 @@ func TestCandlesRandomBatches(t *testing.T) {
 	compareCandles(t, s, m, markets, cbase.Add(-time.Hour), cbase.Add(26*time.Hour))
 }
 
+// TestCandlesFoldMarks: the fold's marks move through the data while more
+// of it comes: each fold closes up to where the data has come (now follows
+// its clock), so later messages are partly open, partly late for the 5m
+// buckets, the hours and the days rolled up; at the end the clock jumps two
+// days ahead and more batches come, all late. Every interval and series
+// agrees with the model after each phase, folded and not.
+func TestCandlesFoldMarks(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t)
+	m := candletest.New()
+	rng := rand.New(rand.NewPCG(20, 3))
+	markets := []string{"F1", "F2", "F3"}
+	gen := newCandleGen(rng, markets)
+	var newest time.Time
+	batch := func() {
+		prices, trades := gen.batch(1 + rng.IntN(12))
+		for _, p := range prices {
+			if p.TS.After(newest) {
+				newest = p.TS
+			}
+		}
+		applyBoth(t, s, m, prices, trades)
+	}
+	foldAt := func(now time.Time) {
+		t.Helper()
+		if _, _, err := s.FoldCandles(t.Context(), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 60 {
+		batch()
+		foldAt(newest.Add(-time.Duration(rng.IntN(90)) * time.Minute))
+	}
+	compareCandles(t, s, m, markets, cbase.Add(-time.Hour), cbase.Add(30*time.Hour))
+	foldAt(cbase.Add(48 * time.Hour)) // past a day's end: every hour and day rolled up
+	foldAt(cbase.Add(48 * time.Hour))
+	compareCandles(t, s, m, markets, cbase.Add(-time.Hour), cbase.Add(30*time.Hour))
+	for range 20 {
+		batch() // all late now
+	}
+	compareCandles(t, s, m, markets, cbase.Add(-time.Hour), cbase.Add(30*time.Hour))
+	foldAt(cbase.Add(48 * time.Hour))
+	compareCandles(t, s, m, markets, cbase.Add(-time.Hour), cbase.Add(30*time.Hour))
+	compareCandles(t, s, m, markets, at(95, 17), at(400, 0))
+}
+
 // candleGen makes random price and trade messages over a few hours from
 // cbase: versions mostly rising per market, some repeated or lower, ts mostly
 // rising with some late, trades sometimes repeated.

@@ -69,11 +69,14 @@ CREATE INDEX candle_trades_ts ON candle_trades USING brin (ts);
 CREATE TABLE candle_points_default PARTITION OF candle_points DEFAULT;
 CREATE TABLE candle_trades_default PARTITION OF candle_trades DEFAULT;
 
--- The fold's state: the coarse tables hold exactly the points and trades
--- before closed (NULL: none yet), a 5m boundary.
+-- The fold's marks (NULL: none yet): candles_5m holds exactly the points
+-- and trades before closed (a 5m boundary), candles_1h those before hours
+-- (closed's hour), candles_1d those before days (hours' day).
 CREATE TABLE candle_fold (
     one    boolean PRIMARY KEY DEFAULT true CHECK (one),
-    closed timestamptz
+    closed timestamptz,
+    hours  timestamptz,
+    days   timestamptz
 );
 INSERT INTO candle_fold DEFAULT VALUES;
 
