@@ -80,9 +80,11 @@ CREATE TABLE candle_fold (
 );
 INSERT INTO candle_fold DEFAULT VALUES;
 
--- The queues: what ingest applied and the fold has not taken yet.
-CREATE TABLE candle_points_new (LIKE candle_points);
-CREATE TABLE candle_trades_new (LIKE candle_trades);
+-- The queues: what ingest applied and the fold has not taken yet. The fold
+-- empties them and vacuums them every second; a vacuum never truncates
+-- them, which would take a lock that holds ingest's inserts.
+CREATE TABLE candle_points_new (LIKE candle_points) WITH (vacuum_truncate = false);
+CREATE TABLE candle_trades_new (LIKE candle_trades) WITH (vacuum_truncate = false);
 
 -- The coarse tables, kept as long as the market: one row per market and
 -- bucket holds the state of every series of the market: `all` (the
