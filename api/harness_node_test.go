@@ -112,6 +112,10 @@ func withCacheTTL(d time.Duration) option { return func(c *nodeConfig) { c.reade
 // examines (cache.ReaderConfig.FilterScan).
 func withFilterScan(n int) option { return func(c *nodeConfig) { c.reader.FilterScan = n } }
 
+// withPollEvery sets how often the node reads Redis's change number in the
+// background (cache.ReaderConfig.PollEvery).
+func withPollEvery(d time.Duration) option { return func(c *nodeConfig) { c.reader.PollEvery = d } }
+
 // withStream changes the node's stream settings (ping, pong, stall times).
 func withStream(fn func(*stream.Config)) option { return func(c *nodeConfig) { fn(&c.api.Stream) } }
 

@@ -223,6 +223,8 @@ func TestFlagRefusals(t *testing.T) {
 		{"--rate", []string{"feed", "--rate", "fast"}},
 		{"--duration", []string{"feed", "--duration", "-1s"}},
 		{"--max-messages", []string{"feed", "--max-messages", "-1"}},
+		{"--event-life", []string{"feed", "--event-life", "-1s"}},
+		{"--event-life", []string{"dev", "--event-life", "-1h"}},
 		{"--replicas", []string{"feed", "--replicas", "0"}},
 		{"--stream", []string{"feed", "--stream", "a/b"}},
 		{"--subject-prefix", []string{"feed", "--subject-prefix", "x.>"}},

@@ -18,13 +18,20 @@ import (
 
 // feedOptions are the flags of `marketdata feed`.
 type feedOptions struct {
-	events   int
-	rate     float64
-	duration time.Duration
-	max      int
-	seed     uint64
-	skipInit bool
+	events    int
+	rate      float64
+	duration  time.Duration
+	max       int
+	seed      uint64
+	skipInit  bool
+	eventLife time.Duration
 }
+
+// defaultEventLife paces the synthetic world's lifecycle (feed.GenConfig's
+// EventLife): markets live about a day, long enough for their candles over
+// the last hours to show them trading, and a 200-event world still sees a
+// resolution, merge or new event every few minutes.
+const defaultEventLife = 12 * time.Hour
 
 func (o *feedOptions) flags(cmd *cobra.Command, events int, rate float64) {
 	fs := cmd.Flags()
@@ -35,6 +42,7 @@ func (o *feedOptions) flags(cmd *cobra.Command, events int, rate float64) {
 	fs.IntVar(&o.max, "max-messages", 0, "stop after this many messages (0 = no limit)")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed: the same seed gives the same world")
 	fs.BoolVar(&o.skipInit, "skip-initial", false, "publish only changes, not the initial state")
+	fs.DurationVar(&o.eventLife, "event-life", defaultEventLife, "resolutions, merges and new events come about once per live event per this long, by the clock (0 = with 3% of the messages: a market lives minutes)")
 }
 
 func (o *feedOptions) validate() error {
@@ -47,6 +55,8 @@ func (o *feedOptions) validate() error {
 		return fmt.Errorf("--duration: %v is negative", o.duration)
 	case o.max < 0:
 		return fmt.Errorf("--max-messages: %d is negative", o.max)
+	case o.eventLife < 0:
+		return fmt.Errorf("--event-life: %v is negative", o.eventLife)
 	}
 	return nil
 }
@@ -127,7 +137,7 @@ func runFeed(ctx context.Context, natsURL string, ic ingest.Config, o feedOption
 		}
 		return feed.Stats{}, err
 	}
-	g := feed.NewGenerator(feed.GenConfig{Events: o.events, Seed: o.seed, SubjectPrefix: ic.SubjectPrefix})
+	g := feed.NewGenerator(feed.GenConfig{Events: o.events, Seed: o.seed, SubjectPrefix: ic.SubjectPrefix, EventLife: o.eventLife})
 	st, err := feed.Run(ctx, js, g, feed.RunOptions{
 		Rate: o.rate, Duration: o.duration, MaxMessages: o.max, SkipInitial: o.skipInit, Logger: log,
 	})

@@ -7,20 +7,38 @@ import (
 	"github.com/marketdata/marketdata/store"
 )
 
-// rareChange is one of the changes other than prices and trades. Resolutions
-// and merges shrink the live world and new events grow it; the choice leans
-// towards whichever keeps about cfg.Events events live. A hot event (hot.go)
-// is not resolved, in part or whole: it gets an event update instead.
+// The shares of worldChange's first two kinds: a market resolution, an
+// event update (the rest are the other lifecycle changes).
+const (
+	shareResolveMarket = 0.40
+	shareUpdateEvent   = 0.25
+)
+
+// rareChange is one of the changes other than prices and trades: an event
+// update or, unless EventLife paces them by the clock (life.go), one of the
+// lifecycle changes.
 func (g *Generator) rareChange(now time.Time) {
+	if g.cfg.EventLife > 0 {
+		g.updateEvent(pick(g.rng, g.liveEvents), now)
+		return
+	}
+	g.worldChange(g.rng.Float64(), now)
+}
+
+// worldChange makes the change x in [0, 1) picks. Resolutions and merges
+// shrink the live world and new events grow it; the choice leans towards
+// whichever keeps about cfg.Events events live. A hot event (hot.go) is not
+// resolved, in part or whole: it gets an event update instead.
+func (g *Generator) worldChange(x float64, now time.Time) {
 	live, target := len(g.liveEvents), g.cfg.Events
-	switch x := g.rng.Float64(); {
-	case x < 0.40:
+	switch {
+	case x < shareResolveMarket:
 		if m := pick(g.rng, g.liveMarkets); !m.ev.hot {
 			g.resolveMarket(m, now)
 		} else {
 			g.updateEvent(m.ev, now)
 		}
-	case x < 0.65:
+	case x < shareResolveMarket+shareUpdateEvent:
 		g.updateEvent(pick(g.rng, g.liveEvents), now)
 	case x < 0.85:
 		if live > target+target/10 {

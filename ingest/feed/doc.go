@@ -16,6 +16,16 @@
 // market's NO as their YES (complement), which they quote, trade and settle
 // in their own terms.
 //
+// How long markets live is set by GenConfig.EventLife (life.go). With it,
+// as `marketdata dev` and `marketdata feed` run (12 h), resolutions, merges
+// and new events are paced by the clock, about one per live event per
+// EventLife whatever the rate: markets live about a day and trade all
+// along (at dev's 50 messages a second over some 800 markets, 36 trades
+// and 180 price updates a market an hour), so their candles over the last
+// hours look like a market's. Without it they come with 3% of the
+// changes, so at the same rate a market lives about four minutes: the
+// tests use that to meet every kind of change within seconds.
+//
 // The hot set keeps a demo's first calls live. In a world of hundreds of
 // markets sharing tens of messages a second, any one market changes every
 // 20–60 s; so a handful of markets, those of the first events (lowest ids)
