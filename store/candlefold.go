@@ -85,6 +85,10 @@ const moveQueuedSQL = `
 	FROM (SELECT count(*) AS n FROM moved) c
 	LEFT JOIN moved m ON m.ts < $1`
 
+// foldCloses is the most buckets one FoldCandles closes: five hours of
+// buckets that hold data.
+const foldCloses = 60
+
 // FoldCandles folds what the candle queues hold and closes the 5m buckets
 // that ended a grace ago (migration 008). In each transaction, under the
 // fold's row lock (one folder at a time):
@@ -161,9 +165,10 @@ func (s *Store) FoldCandles(ctx context.Context, now time.Time) (points, trades 
 		if closed {
 			closes++
 		}
-		// Go on while buckets are left to close (up to an hour's a call, so
-		// a long outage is caught up by a few calls rather than one long one).
-		if !closed || closes >= 12 || !mark.Before(limit) {
+		// Go on while buckets are left to close, up to foldCloses a call: the
+		// queues wait for the next call meanwhile (reads take them where they
+		// are), so a long outage is caught up by calls a second apart.
+		if !closed || closes >= foldCloses || !mark.Before(limit) {
 			return points, trades, nil
 		}
 	}
