@@ -2,9 +2,12 @@ package api
 
 import (
 	"hash/maphash"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/marketdata/marketdata/internal/notice"
 )
@@ -32,6 +35,11 @@ type candleKey struct {
 	n                       int
 }
 
+// String is the key as the fills' singleflight names it.
+func (k candleKey) String() string {
+	return k.market + "|" + k.interval + "|" + k.venue + "|" + strconv.FormatInt(k.start, 10) + "|" + strconv.Itoa(k.n)
+}
+
 type candleAnswer struct {
 	body []byte
 	tag  string
@@ -46,6 +54,9 @@ type candleMemo struct {
 	mu       sync.Mutex
 	answers  map[candleKey]candleAnswer
 	byMarket map[string]map[candleKey]struct{}
+
+	// fills runs one Postgres read a key at a time (api.candles).
+	fills singleflight.Group
 
 	// gens count the drops per slot of markets: a read that began before a
 	// drop of its market (its slot moved) does not keep its answer, which

@@ -129,19 +129,35 @@ func (s *Server) candles(c *fiber.Ctx) error {
 	if a, ok := s.candleMemo.get(key); ok {
 		return sendTagged(c, a.body, a.tag)
 	}
-	gen := s.candleMemo.generation(id)
-	step, _ := store.CandleStep(q.interval)
-	list, err := s.candleStore.Candles(ctx, id, q.interval, q.venue, q.start, q.start.Add(time.Duration(q.n)*step))
+	// One read of Postgres a key at a time: the requests that miss while
+	// it runs share its answer (a chart polled by many clients would
+	// otherwise send them all to Postgres each time the answer expires).
+	v, err, _ := s.candleMemo.fills.Do(key.String(), func() (any, error) {
+		gen := s.candleMemo.generation(id)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), candleReadTimeout)
+		defer cancel()
+		step, _ := store.CandleStep(q.interval)
+		list, err := s.candleStore.Candles(rctx, id, q.interval, q.venue, q.start, q.start.Add(time.Duration(q.n)*step))
+		if err != nil {
+			return nil, err
+		}
+		body, err := marshalJSON(struct {
+			Data []store.Candle `json:"data"`
+		}{list})
+		if err != nil {
+			return nil, err
+		}
+		a := candleAnswer{body: body, tag: bodyTag(body)}
+		s.candleMemo.put(key, a, gen)
+		return a, nil
+	})
 	if err != nil {
 		return readFailed(err)
 	}
-	body, err := marshalJSON(struct {
-		Data []store.Candle `json:"data"`
-	}{list})
-	if err != nil {
-		return readFailed(err)
-	}
-	a := candleAnswer{body: body, tag: bodyTag(body)}
-	s.candleMemo.put(key, a, gen)
+	a := v.(candleAnswer)
 	return sendTagged(c, a.body, a.tag)
 }
+
+// candleReadTimeout bounds a candle read of Postgres that requests share (it
+// outlives the request that started it).
+const candleReadTimeout = 10 * time.Second

@@ -1,13 +1,17 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/marketdata/marketdata/api"
 	"github.com/marketdata/marketdata/store"
 )
 
@@ -209,4 +213,51 @@ func TestCandlesUsage(t *testing.T) {
 		n.get(t, candlesPath+fmt.Sprintf("?interval=%s", []string{"1h", "1m", "bad"}[i]), secret)
 	}
 	waitUsage(t, w, account, map[string]int64{today(w) + " candles": 3})
+}
+
+// countedCandles counts the candle reads that reach the store, each held
+// for a moment so that concurrent requests meet.
+type countedCandles struct {
+	store api.Candles
+	reads atomic.Int64
+}
+
+func (c *countedCandles) Candles(ctx context.Context, marketID, interval, series string, from, to time.Time) ([]store.Candle, error) {
+	c.reads.Add(1)
+	time.Sleep(200 * time.Millisecond) // a slow read: the others arrive while it runs
+	return c.store.Candles(ctx, marketID, interval, series, from, to)
+}
+
+// TestCandlesOneReadForConcurrentMisses: requests for the same candles that
+// miss node memory together share one read of Postgres (a chart many clients
+// poll would otherwise send them all there each time its answer expires),
+// and all get the same answer.
+func TestCandlesOneReadForConcurrentMisses(t *testing.T) {
+	counted := &countedCandles{}
+	w := newWorld(t, withIngest())
+	n := w.node(t, withCandles(func(c api.Candles) api.Candles { counted.store = c; return counted }))
+	secret := rtSecret(t, w)
+	day := candlesDay()
+	candlesFixture(t, w, day)
+	w.applied(t)
+	path := candlesPath + "?interval=1h&from=" + day + "11:00:00Z&to=" + day + "15:00:00Z"
+	const clients = 16
+	answers := make([]answer, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = n.get(t, path, secret)
+		}()
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if a.status != http.StatusOK || string(a.body) != string(answers[0].body) {
+			t.Fatalf("client %d: %d %s, want 200 and client 0's %s", i, a.status, a.body, answers[0].body)
+		}
+	}
+	if got := counted.reads.Load(); got != 1 {
+		t.Errorf("%d concurrent misses read the store %d times, want once", clients, got)
+	}
 }

@@ -112,13 +112,16 @@ func (w *Worker) foldCandles(ctx context.Context) {
 	t := time.NewTicker(w.cfg.FoldEvery)
 	defer t.Stop()
 	fold := func(ctx context.Context) {
-		points, trades, err := w.store.FoldCandles(ctx, w.now())
+		res, err := w.store.FoldCandles(ctx, w.now())
 		if err != nil && ctx.Err() == nil {
 			w.log.Warn("ingest candle fold", "err", err)
 		}
-		w.metrics.CandlesFolded.WithLabelValues("point").Add(float64(points))
-		w.metrics.CandlesFolded.WithLabelValues("trade").Add(float64(trades))
-		if points+trades > 0 {
+		w.metrics.CandlesFolded.WithLabelValues("point").Add(float64(res.Points))
+		w.metrics.CandlesFolded.WithLabelValues("trade").Add(float64(res.Trades))
+		if !res.Closed.IsZero() {
+			w.metrics.CandlesClosed.Set(float64(res.Closed.Unix()))
+		}
+		if res.Points+res.Trades > 0 {
 			if err := w.store.VacuumCandleQueues(ctx); err != nil && ctx.Err() == nil {
 				w.log.Warn("ingest candle queues vacuum", "err", err)
 			}

@@ -27,7 +27,7 @@ type Store interface {
 	SetSweepCursor(ctx context.Context, at time.Time) error
 	EnsureCandlePartitions(ctx context.Context, now time.Time) ([]string, error)
 	SweepCandles(ctx context.Context, now time.Time) (store.CandleSweep, error)
-	FoldCandles(ctx context.Context, now time.Time) (points, trades int, err error)
+	FoldCandles(ctx context.Context, now time.Time) (store.FoldResult, error)
 	VacuumCandleQueues(ctx context.Context) error
 }
 

@@ -108,7 +108,7 @@ func TestCandleCost(t *testing.T) {
 				el, c := time.Since(t0), backendCPU(t, pid)-c0
 				if m.name == "candles" {
 					c0, t0 := backendCPU(t, pid), time.Now()
-					if _, _, err := s.FoldCandles(ctx, time.Now()); err != nil {
+					if _, err := s.FoldCandles(ctx, time.Now()); err != nil {
 						t.Fatal(err)
 					}
 					if err := s.VacuumCandleQueues(ctx); err != nil { // as ingest does after each fold
@@ -180,12 +180,12 @@ func costReads(t *testing.T, s *Store) {
 			}
 		}
 		if i%2000 == 0 {
-			if _, _, err := s.FoldCandles(ctx, time.Now()); err != nil {
+			if _, err := s.FoldCandles(ctx, time.Now()); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if _, _, err := s.FoldCandles(ctx, time.Now()); err != nil {
+	if _, err := s.FoldCandles(ctx, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.pool.Exec(ctx, `ANALYZE`); err != nil {

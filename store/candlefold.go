@@ -85,9 +85,17 @@ const moveQueuedSQL = `
 	FROM (SELECT count(*) AS n FROM moved) c
 	LEFT JOIN moved m ON m.ts < $1`
 
-// foldCloses is the most buckets one FoldCandles closes: five hours of
-// buckets that hold data.
-const foldCloses = 60
+// FoldResult is what one FoldCandles did.
+type FoldResult struct {
+	// Points and Trades count the rows it moved from the queues.
+	Points, Trades int
+	// Closed is the fold's mark after it: the coarse tables hold every
+	// point and trade before it (zero: nothing closed yet).
+	Closed time.Time
+}
+
+// foldBudget is how long one FoldCandles goes on closing buckets.
+const foldBudget = time.Second
 
 // FoldCandles folds what the candle queues hold and closes the 5m buckets
 // that ended a grace ago (migration 008). In each transaction, under the
@@ -103,11 +111,12 @@ const foldCloses = 60
 // What a transaction took is folded exactly once, however many processes
 // fold and wherever one stops: the coarse tables hold exactly the points
 // and trades before the mark (the late ones with them), and reads add the
-// rest from the store and the queues. It returns how many points and trades
-// left the queues.
-func (s *Store) FoldCandles(ctx context.Context, now time.Time) (points, trades int, err error) {
+// rest from the store and the queues.
+func (s *Store) FoldCandles(ctx context.Context, now time.Time) (FoldResult, error) {
+	var res FoldResult
 	limit := now.UTC().Add(-closeGrace).Truncate(closeStep)
-	for closes := 0; ; {
+	began := time.Now()
+	for {
 		var np, nt int
 		var closed bool
 		var mark time.Time
@@ -159,17 +168,18 @@ func (s *Store) FoldCandles(ctx context.Context, now time.Time) (points, trades 
 			return nil
 		})
 		if err != nil {
-			return points, trades, fmt.Errorf("store: fold candles: %w", err)
+			return res, fmt.Errorf("store: fold candles: %w", err)
 		}
-		points, trades = points+np, trades+nt
-		if closed {
-			closes++
+		res.Points, res.Trades = res.Points+np, res.Trades+nt
+		if !mark.IsZero() {
+			res.Closed = mark
 		}
-		// Go on while buckets are left to close, up to foldCloses a call: the
-		// queues wait for the next call meanwhile (reads take them where they
-		// are), so a long outage is caught up by calls a second apart.
-		if !closed || closes >= foldCloses || !mark.Before(limit) {
-			return points, trades, nil
+		// Go on while buckets are left to close, for up to foldBudget a
+		// call: the queues wait for the next call meanwhile (reads take them
+		// where they are), so a long outage is caught up by calls a second
+		// apart.
+		if !closed || time.Since(began) >= foldBudget || !mark.Before(limit) {
+			return res, nil
 		}
 	}
 }

@@ -61,7 +61,7 @@ func compareCandles(t *testing.T, s *store.Store, m *candletest.Model, markets [
 // fold folds the candle queues (what ingest does about once a second).
 func fold(t *testing.T, s *store.Store) {
 	t.Helper()
-	if _, _, err := s.FoldCandles(t.Context(), time.Now()); err != nil {
+	if _, err := s.FoldCandles(t.Context(), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -245,7 +245,7 @@ func TestCandlesFoldMarks(t *testing.T) {
 	}
 	foldAt := func(now time.Time) {
 		t.Helper()
-		if _, _, err := s.FoldCandles(t.Context(), now); err != nil {
+		if _, err := s.FoldCandles(t.Context(), now); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -274,7 +274,7 @@ func TestCandlesConcurrentWriters(t *testing.T) {
 					return
 				default:
 				}
-				if _, _, err := st.FoldCandles(ctx, time.Now()); err != nil {
+				if _, err := st.FoldCandles(ctx, time.Now()); err != nil {
 					t.Errorf("fold: %v", err)
 					return
 				}

@@ -205,8 +205,9 @@ type CandleLoad struct {
 }
 
 // LoadCandles publishes h through the sandbox's stream to a `marketdata
-// ingest` child, waits until ingest has taken all of it, and stops the
-// child, so nothing changes while the routes are measured. A message ingest
+// ingest` child, waits until ingest has taken all of it and folded it into
+// the coarse candle tables, and stops the child, so nothing changes while
+// the routes are measured. A message ingest
 // rejected, or a trade it did not apply, is a candle the route would not
 // show: an error. (CheckCandles then checks the answer itself.)
 func LoadCandles(ctx context.Context, o *Options, sb *Sandbox, dsn string, h *CandleHistory, logPath string, log *slog.Logger) (CandleLoad, error) {
@@ -237,9 +238,28 @@ func LoadCandles(ctx context.Context, o *Options, sb *Sandbox, dsn string, h *Ca
 	if err := sb.Drained(ctx, DrainTimeout, child.Alive); err != nil {
 		return load, fmt.Errorf("candles: %w", err)
 	}
-	m, err := child.Metrics(ctx)
-	if err != nil {
-		return load, err
+	// Ingest folds the candles it queued every second and closes the 5m
+	// buckets, hours and days of the history: wait until it has, so the
+	// route reads the coarse tables as it does in production, not a
+	// history all still in the 1m store.
+	var m map[string]float64
+	for deadline := time.Now().Add(DrainTimeout); ; {
+		if m, err = child.Metrics(ctx); err != nil {
+			return load, err
+		}
+		// Up to the history's last 5m bucket, which may end too recently to
+		// close (a minute's grace); the route reads it from the 1m store.
+		if m["marketdata_ingest_candles_closed_timestamp_seconds"] >= float64(h.To.Add(-5*time.Minute).Unix()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return load, fmt.Errorf("candles: ingest's fold did not reach %s within %s (%s)", h.To.Format(time.RFC3339), DrainTimeout, load.ChildLog)
+		}
+		select {
+		case <-ctx.Done():
+			return load, ctx.Err()
+		case <-time.After(200 * time.Millisecond): // polling ingest's metrics
+		}
 	}
 	for _, kind := range []string{ingest.KindPrice, ingest.KindTrade} {
 		for _, outcome := range []string{ingest.OutcomeApplied, ingest.OutcomeIgnored, ingest.OutcomeRejected} {
