@@ -85,50 +85,56 @@ func closeTradeCols(k int) []string {
 		fmt.Sprintf("min(price)%s AS %s_trade_low", filter, s))
 }
 
-// closeSQL writes the 5m rows of the bucket [$1, $2) from the 1m store,
-// merging into rows already there (none unless the bucket was closed before
-// and reopened, which the fold never does; merging keeps it safe).
+// bin5 is the 5m bucket of a ts column.
+func bin5(col string) string {
+	return "date_bin('5 minutes', " + col + ", TIMESTAMPTZ '2000-01-01 00:00:00+00')"
+}
+
+// closeSQL writes the 5m rows of the buckets in [$1, $2) from the 1m store,
+// one a market and bucket with data, merging into rows already there (none
+// unless a bucket was closed before and reopened, which the fold never
+// does; merging keeps it safe).
 var closeSQL = func() string {
 	var pcols, tcols []string
 	for k := range CandleSeries {
 		pcols = append(pcols, closePointCols(k)...)
 		tcols = append(tcols, closeTradeCols(k)...)
 	}
-	source := `SELECT market_id, $1::timestamptz AS bucket, ` + strings.Join(candleColumnsAll, ", ") + `
+	source := `SELECT market_id, bucket, ` + strings.Join(candleColumnsAll, ", ") + `
 FROM (
-    SELECT market_id,
+    SELECT market_id, ` + bin5("ts") + ` AS bucket,
         ` + strings.Join(pcols, ",\n        ") + `
     FROM (SELECT *, ` + usExpr("ts") + ` AS us FROM candle_points WHERE ts >= $1 AND ts < $2) pts
-    GROUP BY market_id
+    GROUP BY 1, 2
 ) p
 FULL JOIN (
-    SELECT market_id,
+    SELECT market_id, ` + bin5("ts") + ` AS bucket,
         ` + strings.Join(tcols, ",\n        ") + `
     FROM candle_trades WHERE ts >= $1 AND ts < $2
-    GROUP BY market_id
-) t USING (market_id)
-ORDER BY market_id`
+    GROUP BY 1, 2
+) t USING (market_id, bucket)
+ORDER BY market_id, bucket`
 	set := append(allSeries(candlePointMerge), allSeries(candleTradeMerge)...)
 	return candleUpsert("candles_5m", candleColumnsAll, set, source)
 }()
 
 // rollUpSQL builds the rows of table (bucket trunc of the source's) from the
-// rows of source in [$1, $2), one market's rows into one: the rows of one
-// hour (5m into 1h) or one day (1h into 1d) at a time.
+// rows of source in [$1, $2), the rows of each market and hour (5m into 1h)
+// or day (1h into 1d) into one.
 func rollUpSQL(table, source, trunc string) string {
 	var cols []string
 	for _, s := range CandleSeries {
 		cols = append(cols, rollUpCols(s)...)
 	}
 	set := append(allSeries(candlePointMerge), allSeries(candleTradeMerge)...)
-	src := `SELECT market_id, ` + trunc + ` AS bucket, ` + strings.Join(candleColumnsAll, ", ") + `
+	src := `SELECT market_id, bucket, ` + strings.Join(candleColumnsAll, ", ") + `
 FROM (
-    SELECT market_id, min(bucket) AS bucket,
+    SELECT market_id, ` + trunc + ` AS bucket,
         ` + strings.Join(cols, ",\n        ") + `
     FROM ` + source + ` WHERE bucket >= $1 AND bucket < $2
-    GROUP BY market_id
+    GROUP BY 1, 2
 ) r
-ORDER BY market_id`
+ORDER BY market_id, bucket`
 	return candleUpsert(table, candleColumnsAll, set, src)
 }
 
@@ -163,8 +169,10 @@ func rollUpCols(s string) []string {
 }
 
 var (
-	// rollHourSQL builds one hour's candles_1h rows from its candles_5m rows.
+	// rollHourSQL builds the candles_1h rows of the hours in a range from
+	// their candles_5m rows.
 	rollHourSQL = rollUpSQL("candles_1h", "candles_5m", "date_trunc('hour', bucket, 'UTC')")
-	// rollDaySQL builds one day's candles_1d rows from its candles_1h rows.
+	// rollDaySQL builds the candles_1d rows of the days in a range from
+	// their candles_1h rows.
 	rollDaySQL = rollUpSQL("candles_1d", "candles_1h", "date_trunc('day', bucket, 'UTC')")
 )

@@ -94,6 +94,9 @@ type FoldResult struct {
 	Closed time.Time
 }
 
+// closeSpan is the most time one close statement covers.
+const closeSpan = time.Hour
+
 // foldBudget is how long one FoldCandles goes on closing buckets.
 const foldBudget = time.Second
 
@@ -103,10 +106,11 @@ const foldBudget = time.Second
 //
 //  1. what the queues hold leaves them for the 1m store; the rows of
 //     buckets already closed (late) merge into the coarse tables at once;
-//  2. the first bucket from the mark on that holds data and ended
-//     closeGrace before now is closed (closeStatements): its 5m rows are
-//     built from the 1m store, and merged into its hour's and day's rows;
-//     the mark moves past it (past now's limit when no such bucket is left).
+//  2. the buckets from the first one from the mark on that holds data, up
+//     to closeSpan of them, that ended closeGrace before now are closed:
+//     their 5m rows are built from the 1m store (closeSQL), and the hours
+//     and days the mark moves past are rolled up (rollHourSQL, rollDaySQL);
+//     the mark moves past them (to now's limit when no data is left).
 //
 // What a transaction took is folded exactly once, however many processes
 // fold and wherever one stops: the coarse tables hold exactly the points
@@ -145,12 +149,18 @@ func (s *Store) FoldCandles(ctx context.Context, now time.Time) (FoldResult, err
 			}
 			switch {
 			case first != nil:
+				// Up to closeSpan of buckets at once: one bucket in the
+				// steady state, more when catching up.
 				b := first.UTC().Truncate(closeStep)
-				if _, err := tx.Exec(ctx, closeSQL, b, b.Add(closeStep)); err != nil {
-					return fmt.Errorf("close the bucket %s: %w", b.Format(time.RFC3339), err)
+				upTo := b.Add(closeSpan)
+				if upTo.After(limit) {
+					upTo = limit
+				}
+				if _, err := tx.Exec(ctx, closeSQL, b, upTo); err != nil {
+					return fmt.Errorf("close the buckets from %s: %w", b.Format(time.RFC3339), err)
 				}
 				closed = true
-				if err := m.advance(ctx, tx, b, b.Add(closeStep)); err != nil {
+				if err := m.advance(ctx, tx, b, upTo); err != nil {
 					return err
 				}
 			case m.closed.Before(limit):
@@ -365,37 +375,25 @@ func (m *foldMarks) mergeLate(ctx context.Context, tx pgx.Tx, late []candleRow) 
 	return nil
 }
 
-// advance moves closed to next once the 5m bucket starting at b (or nothing,
-// when b is next) was closed, and rolls up the hours and days it moved past
-// that hold data: the mark's hour (the one 5m rows were accumulating in)
-// and b's, each once.
+// advance moves closed to next once the 5m buckets of [b, next) were closed
+// (none, when b is next), and rolls up the hours and then the days it moved
+// past: their 5m rows become 1h rows, their 1h rows 1d rows.
 func (m *foldMarks) advance(ctx context.Context, tx pgx.Tx, b, next time.Time) error {
 	if m.closed.IsZero() {
 		m.hours, m.days = b.Truncate(time.Hour), b.Truncate(24*time.Hour)
 	}
 	m.closed = next
-	hour := next.Truncate(time.Hour)
-	for _, h := range []time.Time{m.hours, b.Truncate(time.Hour)} {
-		if h.Before(hour) && !h.Before(m.hours) {
-			if _, err := tx.Exec(ctx, rollHourSQL, h, h.Add(time.Hour)); err != nil {
-				return fmt.Errorf("roll up the hour %s: %w", h.Format(time.RFC3339), err)
-			}
-			if h.Equal(b.Truncate(time.Hour)) {
-				break
-			}
+	if hour := next.Truncate(time.Hour); m.hours.Before(hour) {
+		if _, err := tx.Exec(ctx, rollHourSQL, m.hours, hour); err != nil {
+			return fmt.Errorf("roll up the hours from %s: %w", m.hours.Format(time.RFC3339), err)
 		}
+		m.hours = hour
 	}
-	prevHours := m.hours
-	m.hours = hour
-	day := hour.Truncate(24 * time.Hour)
-	for _, d := range []time.Time{m.days, prevHours.Truncate(24 * time.Hour), b.Truncate(24 * time.Hour)} {
-		if d.Before(day) && !d.Before(m.days) {
-			if _, err := tx.Exec(ctx, rollDaySQL, d, d.Add(24*time.Hour)); err != nil {
-				return fmt.Errorf("roll up the day %s: %w", d.Format(time.RFC3339), err)
-			}
-			m.days = d.Add(24 * time.Hour) // each day once
+	if day := m.hours.Truncate(24 * time.Hour); m.days.Before(day) {
+		if _, err := tx.Exec(ctx, rollDaySQL, m.days, day); err != nil {
+			return fmt.Errorf("roll up the days from %s: %w", m.days.Format(time.RFC3339), err)
 		}
+		m.days = day
 	}
-	m.days = day
 	return nil
 }

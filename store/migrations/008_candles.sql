@@ -45,8 +45,10 @@ CREATE TABLE candle_points (
     d_ask     double precision
 ) PARTITION BY RANGE (ts);
 CREATE INDEX candle_points_market_ts ON candle_points (market_id, ts);
--- The fold closes a 5m bucket of every market at once: a range of ts.
-CREATE INDEX candle_points_ts ON candle_points USING brin (ts);
+-- The fold closes the 5m buckets of every market at once: a range of ts. A
+-- btree, not a BRIN: a BRIN finds nothing until a vacuum summarizes it, and
+-- ts mostly grows, so its inserts land at the right edge.
+CREATE INDEX candle_points_ts ON candle_points (ts);
 
 -- A trade in this market's terms: price inverted for a complement venue;
 -- counts is whether it counts in the cross-venue series; venue is the
@@ -61,7 +63,7 @@ CREATE TABLE candle_trades (
     counts    boolean          NOT NULL
 ) PARTITION BY RANGE (ts);
 CREATE INDEX candle_trades_market_ts ON candle_trades (market_id, ts);
-CREATE INDEX candle_trades_ts ON candle_trades USING brin (ts);
+CREATE INDEX candle_trades_ts ON candle_trades (ts);
 
 -- Ingest makes the monthly partitions ahead (store.EnsureCandlePartitions);
 -- the default partitions take a row whose month has none (a clock far off,
@@ -222,6 +224,9 @@ CREATE TABLE candles_5m (
     PRIMARY KEY (market_id, bucket)
 ) WITH (fillfactor = 70);
 CREATE TABLE candles_1h (LIKE candles_5m INCLUDING DEFAULTS, PRIMARY KEY (market_id, bucket)) WITH (fillfactor = 70);
+-- The fold rolls an hour's 5m rows (a day's 1h rows) up: a range of buckets.
+CREATE INDEX candles_5m_bucket ON candles_5m (bucket);
+CREATE INDEX candles_1h_bucket ON candles_1h (bucket);
 CREATE TABLE candles_1d (LIKE candles_5m INCLUDING DEFAULTS, PRIMARY KEY (market_id, bucket)) WITH (fillfactor = 70);
 
 -- candle_modes gives, for a market's match metadata (markets.matches), one
