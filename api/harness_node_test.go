@@ -52,6 +52,8 @@ type nodeConfig struct {
 	// slots is the open-stream limit of a node that serves data (it
 	// serves streams too).
 	slots ratelimit.StreamsConfig
+	// candles wraps the store the candles route reads (nil: the world's).
+	candles func(api.Candles) api.Candles
 }
 
 type option func(*nodeConfig)
@@ -111,6 +113,11 @@ func withCacheTTL(d time.Duration) option { return func(c *nodeConfig) { c.reade
 // withFilterScan sets how many listed events one filtered page read
 // examines (cache.ReaderConfig.FilterScan).
 func withFilterScan(n int) option { return func(c *nodeConfig) { c.reader.FilterScan = n } }
+
+// withCandles wraps the store the node's candles route reads.
+func withCandles(wrap func(api.Candles) api.Candles) option {
+	return func(c *nodeConfig) { c.candles = wrap }
+}
 
 // withPollEvery sets how often the node reads Redis's change number in the
 // background (cache.ReaderConfig.PollEvery).
@@ -238,6 +245,12 @@ func (w *world) start(t testing.TB, cfg nodeConfig) *node {
 			t.Fatalf("ratelimit.NewStreams: %v", err)
 		}
 		deps.StreamSlots = slots
+		// Candles are read from the world's database, as the fallback's
+		// store may be one an option took down.
+		deps.Candles = w.st
+		if cfg.candles != nil {
+			deps.Candles = cfg.candles(w.st)
+		}
 	}
 	srv, err := api.New(cfg.api, deps)
 	if err != nil {

@@ -47,6 +47,7 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	srv, err := api.New(ac, api.Deps{
 		Credentials: store.New(nil), // never read: it lists keys, so /account/keys is served
 		Usage:       store.New(nil), // never read: /account/usage is served
+		Candles:     store.New(nil), // never read: the candles route is served
 		Reader:      reader, StreamSlots: slots,
 		Limiter: mustLimiter(t, rdb, ratelimit.Config{Limit: 1, Window: time.Second, AuthFailLimit: 1, AuthFailWindow: time.Second,
 			Timeout: 50 * time.Millisecond}),

@@ -40,7 +40,10 @@ type Deps struct {
 	NC *nats.Conn
 	// Usage keeps the accounts' usage counts (the primary: store.Store);
 	// nil: the node neither counts nor serves /account/usage.
-	Usage    usage.Store
+	Usage usage.Store
+	// Candles reads the candles route's answers (the read pool); nil:
+	// the route is not served.
+	Candles  Candles
 	Log      *slog.Logger
 	Now      func() time.Time
 	Registry prometheus.Registerer
@@ -78,6 +81,10 @@ type Server struct {
 	// accountKeys serves /account/keys: the Credentials source, when it
 	// can list keys (nil: the route is not served).
 	accountKeys AccountKeys
+	// candleStore and candleMemo serve the candles route (nil: not
+	// served): Postgres, and the answers kept in node memory.
+	candleStore Candles
+	candleMemo  *candleMemo
 }
 
 // New builds a node; Serve starts it.
@@ -101,6 +108,10 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s.accountKeys, _ = d.Credentials.(AccountKeys)
 	for _, o := range cfg.AppOrigins {
 		s.origins[o] = true
+	}
+	if d.Reader != nil && d.Candles != nil {
+		s.candleStore, s.candleMemo = d.Candles, newCandleMemo(d.Now)
+		d.Reader.OnChange(s.candleMemo.notice)
 	}
 	if d.Reader != nil {
 		s.search = search.New(d.Reader, d.Log)
@@ -203,6 +214,9 @@ func (s *Server) routes() {
 		v1.Get("/markets/search", s.guard(store.ScopeMarketsRead), s.searchEvents)
 		v1.Get("/markets/:universal_id/trades", s.guard(store.ScopeMarketsRead), s.trades)
 		v1.Get("/prices/snapshot", s.guard(store.ScopeMarketsRead), s.snapshot)
+	}
+	if s.candleStore != nil {
+		v1.Get("/markets/:universal_id/candles", s.guard(store.ScopeMarketsRead), s.candles)
 	}
 	if s.accountKeys != nil {
 		v1.Get("/account/keys", s.guard(store.ScopeAccountRead), s.listAccountKeys)

@@ -13,15 +13,16 @@ import (
 // under. A path not here (the catch-all 404 of unknown routes) is not
 // counted: it names no route of the contract.
 var usageRoutes = map[string]usage.Route{
-	"/public/v1/key":                          usage.RouteKey,
-	"/public/v1/events":                       usage.RouteEvents,
-	"/public/v1/events/:universal_id":         usage.RouteEvent,
-	"/public/v1/markets/search":               usage.RouteSearch,
-	"/public/v1/prices/snapshot":              usage.RouteSnapshot,
-	"/public/v1/markets/:universal_id/trades": usage.RouteTrades,
-	"/public/v1/account/keys":                 usage.RouteAccountKeys,
-	"/public/v1/account/usage":                usage.RouteAccountUsage,
-	"/public/v1/stream":                       usage.RouteStream,
+	"/public/v1/key":                           usage.RouteKey,
+	"/public/v1/events":                        usage.RouteEvents,
+	"/public/v1/events/:universal_id":          usage.RouteEvent,
+	"/public/v1/markets/search":                usage.RouteSearch,
+	"/public/v1/prices/snapshot":               usage.RouteSnapshot,
+	"/public/v1/markets/:universal_id/trades":  usage.RouteTrades,
+	"/public/v1/account/keys":                  usage.RouteAccountKeys,
+	"/public/v1/account/usage":                 usage.RouteAccountUsage,
+	"/public/v1/stream":                        usage.RouteStream,
+	"/public/v1/markets/:universal_id/candles": usage.RouteCandles,
 }
 
 // countUsage counts the request on its route; a route outside the

@@ -276,7 +276,7 @@ func nonNil[T any](s []T) []T {
 // market id (contract §4). Such an id is refused before anything is sent
 // (in a URL path, "../key" would name another route; in a snapshot's ids,
 // "a,b" would be two), so errors.Is(err, ErrInvalidID) finds it and
-// errors.As finds no *Error: no answer came. Event, Trades, Snapshot,
+// errors.As finds no *Error: no answer came. Event, Trades, Candles, Snapshot,
 // NewPoller, Stream and (*Stream).Subscribe check their ids.
 var ErrInvalidID = errors.New("not a universal id ([A-Za-z0-9_-]{1,64})")
 

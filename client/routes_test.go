@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -257,6 +258,31 @@ func TestRoutes(t *testing.T) {
 		none, err := c.Search(ctx, "no such title", 0)
 		if err != nil || none == nil || len(none) != 0 {
 			t.Fatalf("search without results: got %v %v, want an empty slice", none, err)
+		}
+	})
+
+	t.Run("candles", func(t *testing.T) {
+		// w-e001-m1's trades t1 … t3, on venues a, b and c, in 09:00 of 2026-11-24.
+		hour := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+		got, err := c.Candles(ctx, "w-e001-m1", client.CandleQuery{Interval: client.Interval1h, From: hour, To: hour.Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || !got[0].Start.Equal(hour) || got[0].Trades != 3 || got[0].Volume != 6 || got[0].Trade == nil ||
+			*got[0].Trade.Open != 0.5 || *got[0].Trade.High != 0.52 || *got[0].Trade.Low != 0.5 || *got[0].Trade.Close != 0.52 {
+			t.Fatalf("candles: got %+v", got)
+		}
+		b, err := c.Candles(ctx, "w-e001-m1", client.CandleQuery{Interval: client.Interval1h, From: hour, To: hour.Add(time.Hour), Venue: client.VenueB})
+		if err != nil || len(b) != 1 || b[0].Trades != 1 || b[0].Volume != 2 || *b[0].Trade.Close != 0.51 {
+			t.Fatalf("venue_b candles: got %+v %v", b, err)
+		}
+		_, err = c.Candles(ctx, "w-e001-m1", client.CandleQuery{Interval: "2h"})
+		var apiErr *client.Error
+		if !errors.As(err, &apiErr) || apiErr.Status != 422 || !strings.Contains(apiErr.Message, "interval") {
+			t.Fatalf("bad interval: got %v, want a 422 naming interval", err)
+		}
+		if _, err := c.Candles(ctx, "../key", client.CandleQuery{}); !errors.Is(err, client.ErrInvalidID) {
+			t.Fatalf("bad id: got %v, want ErrInvalidID", err)
 		}
 	})
 

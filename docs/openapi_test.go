@@ -36,6 +36,7 @@ var routes = []route{
 	{path: "/public/v1/events", scope: "markets:read", data: true, params: []string{"limit", "cursor", "category", "venue", "min_venues", "min_confidence", "relation"}, success: "200"},
 	{path: "/public/v1/prices/snapshot", scope: "markets:read", data: true, params: []string{"ids"}, success: "200"},
 	{path: "/public/v1/markets/{universal_id}/trades", scope: "markets:read", data: true, notFound: true, params: []string{"universal_id", "limit"}, success: "200"},
+	{path: "/public/v1/markets/{universal_id}/candles", scope: "markets:read", data: true, notFound: true, params: []string{"universal_id", "interval", "from", "to", "venue"}, success: "200"},
 	{path: "/public/v1/account/keys", scope: "account:read", params: []string{"status", "limit", "cursor"}, success: "200"},
 	{path: "/public/v1/account/usage", scope: "account:read", params: []string{"route", "from", "to", "limit", "cursor"}, success: "200"},
 	{path: "/public/v1/stream", scope: "stream:read", success: "101"},
@@ -444,7 +445,7 @@ func TestOpenAPIParameters(t *testing.T) {
 		{path: "/public/v1/account/keys", name: "limit", in: "query", typ: "integer", min: 1, max: 100, def: 50},
 		{path: "/public/v1/account/keys", name: "cursor", in: "query", typ: "string"},
 		{path: "/public/v1/account/usage", name: "route", in: "query", typ: "string",
-			enum: []string{"key", "events", "event", "search", "snapshot", "trades", "account_keys", "account_usage", "stream"}},
+			enum: []string{"key", "events", "event", "search", "snapshot", "trades", "candles", "account_keys", "account_usage", "stream"}},
 		{path: "/public/v1/account/usage", name: "from", in: "query", typ: "string"},
 		{path: "/public/v1/account/usage", name: "to", in: "query", typ: "string"},
 		{path: "/public/v1/account/usage", name: "limit", in: "query", typ: "integer", min: 1, max: 100, def: 50},
@@ -563,6 +564,8 @@ func TestOpenAPISchemas(t *testing.T) {
 		{"Price", []string{"market_id", "event_id", "status", "quotes", "best_bid", "best_ask", "version", "updated_at"}, nil},
 		{"Trade", []string{"trade_id", "market_id", "venue", "price", "size", "side", "ts", "inverted"},
 			[]string{"trade_id", "market_id", "venue", "price", "size", "side", "ts"}},
+		{"Candle", []string{"start", "trades", "volume", "trade", "bid", "ask"}, nil},
+		{"OHLC", []string{"open", "high", "low", "close"}, nil},
 		{"KeyInfo", []string{"key_id", "last4", "account_id", "scopes", "ip_allowlist", "created_at", "expires_at", "limit", "window_s"}, nil},
 		{"KeyRecord", []string{"key_id", "account_id", "last4", "scopes", "ip_allowlist", "created_at", "expires_at", "revoked_at", "status"}, nil},
 		{"UsageItem", []string{"date", "route", "count"}, nil},
@@ -624,7 +627,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	}
 	for schema, want := range map[string]string{
 		"EventSummaryList": "[data]", "EventPage": "[data next_cursor]", "PriceSnapshot": "[data missing]",
-		"TradeList": "[data]", "KeyPage": "[data next_cursor]", "UsagePage": "[data next_cursor]",
+		"TradeList": "[data]", "CandleList": "[data]", "KeyPage": "[data next_cursor]", "UsagePage": "[data next_cursor]",
 	} {
 		if got := fmt.Sprint(d.get(d.root, "components", "schemas", schema, "required")); got != want {
 			t.Errorf("%s required = %s, want %s", schema, got, want)

@@ -75,6 +75,10 @@ type Config struct {
 	// SweepEvery is how often resolved markets aging out of retention are
 	// refreshed.
 	SweepEvery time.Duration
+	// FoldEvery is how often the candle queues are folded into the 1m store
+	// and the coarse tables (store.FoldCandles): what a fold takes is what
+	// queued since the last one, and what waits is read from the queue.
+	FoldEvery time.Duration
 }
 
 // DefaultConfig is the production configuration: the contract's names and
@@ -96,6 +100,7 @@ func DefaultConfig() Config {
 		AckWait:       DefaultAckWait,
 		MaxDeliveries: 10,
 		SweepEvery:    time.Minute,
+		FoldEvery:     time.Second,
 	}
 }
 
@@ -123,7 +128,7 @@ func (c Config) check() error {
 	for _, f := range []struct {
 		name string
 		v    time.Duration
-	}{{"MaxAge", c.MaxAge}, {"Linger", c.Linger}, {"AckWait", c.AckWait}, {"SweepEvery", c.SweepEvery}} {
+	}{{"MaxAge", c.MaxAge}, {"Linger", c.Linger}, {"AckWait", c.AckWait}, {"SweepEvery", c.SweepEvery}, {"FoldEvery", c.FoldEvery}} {
 		if f.v <= 0 {
 			return fmt.Errorf("ingest: Config.%s is %s, want a positive duration", f.name, f.v)
 		}

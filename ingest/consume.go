@@ -57,6 +57,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	go w.watchLag(ctx, cons)
 	go w.watchStreams(ctx)
 	go w.sweep(ctx)
+	go w.foldCandles(ctx)
 
 	w.log.Info("ingest consuming", "stream", w.cfg.Stream, "consumer", w.cfg.Consumer,
 		"batch_size", w.cfg.BatchSize, "appliers", w.cfg.Appliers, "linger", w.cfg.Linger.String())
@@ -144,10 +145,10 @@ func newBusyKeys() *busyKeys {
 	return &busyKeys{keys: map[string]bool{}, freed: make(chan struct{}, 1)}
 }
 
-// claim adds m's documents to a forming batch's (mine, keys) unless a batch
-// in flight holds one of them; it reports whether m may join the batch.
-func (b *busyKeys) claim(m jetstream.Msg, mine map[string]bool, keys *[]string) bool {
-	ks := keysOf(m)
+// claim adds a message's documents ks to a forming batch's (mine, keys)
+// unless a batch in flight holds one of them; it reports whether the message
+// may join the batch.
+func (b *busyKeys) claim(ks []string, mine map[string]bool, keys *[]string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, k := range ks {
@@ -163,6 +164,19 @@ func (b *busyKeys) claim(m jetstream.Msg, mine map[string]bool, keys *[]string) 
 		}
 	}
 	return true
+}
+
+// held reports whether a batch in flight other than the forming one (mine)
+// holds one of ks.
+func (b *busyKeys) held(ks []string, mine map[string]bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, k := range ks {
+		if b.keys[k] && !mine[k] {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *busyKeys) release(keys []string) {
@@ -185,6 +199,11 @@ func (b *busyKeys) release(keys []string) {
 // join the first batch formed after it ends.
 func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, out chan<- batch, busy *busyKeys) error {
 	var held []jetstream.Msg
+	// waiting are the documents of the held messages. A message of one waits
+	// behind them, so one document's updates are applied in the order they
+	// came: a newer version applied before an older one makes the older one
+	// not newer, and its price would count in no candle.
+	waiting := map[string]bool{}
 	stop := func(msgs []jetstream.Msg) error {
 		mine := append(held, msgs...)
 		for _, m := range mine {
@@ -197,23 +216,40 @@ func (w *Worker) collect(ctx context.Context, iter jetstream.MessagesContext, ou
 	for {
 		var b batch
 		mine := map[string]bool{}
-		add := func(m jetstream.Msg) {
-			if busy.claim(m, mine, &b.keys) {
+		hold := func(m jetstream.Msg, ks []string) {
+			held = append(held, m)
+			for _, k := range ks {
+				waiting[k] = true
+			}
+		}
+		take := func(m jetstream.Msg, ks []string) {
+			if !anyOf(ks, waiting) && busy.claim(ks, mine, &b.keys) {
 				b.msgs = append(b.msgs, m)
 			} else {
-				held = append(held, m)
+				hold(m, ks)
 			}
 		}
 		// retry takes every held message whose documents are free now,
-		// however many: held messages are mostly repeated updates of a few
-		// hot markets, which the store deduplicates to one row each, and
-		// capping them would let them pile up past their ack deadline.
+		// however many, in the order they came: held messages are mostly
+		// repeated updates of a few hot markets, which the store deduplicates
+		// to one row each, and capping them would let them pile up past their
+		// ack deadline.
 		retry := func() {
 			old := held
 			held = nil
+			clear(waiting)
 			for _, m := range old {
-				add(m)
+				take(m, keysOf(m))
 			}
+		}
+		// add takes a new message; held messages of its documents, freed
+		// since, go first.
+		add := func(m jetstream.Msg) {
+			ks := keysOf(m)
+			if anyOf(ks, waiting) && !busy.held(ks, mine) {
+				retry()
+			}
+			take(m, ks)
 		}
 		retry()
 		for len(b.msgs) == 0 {
@@ -290,4 +326,13 @@ func (w *Worker) handBack(iter jetstream.MessagesContext) {
 		}
 		m.Nak() //nolint:errcheck // redelivered after AckWait anyway
 	}
+}
+
+func anyOf(ks []string, set map[string]bool) bool {
+	for _, k := range ks {
+		if set[k] {
+			return true
+		}
+	}
+	return false
 }

@@ -30,6 +30,12 @@ type Metrics struct {
 	// configured (MD_STREAM_REPLICAS); set by StreamHealth.
 	StreamReplicas       *prometheus.GaugeVec
 	StreamReplicasWanted *prometheus.GaugeVec
+	// CandlesFolded counts the candle points and trades folded from the
+	// queues into the 1m store and the coarse tables, by kind.
+	CandlesFolded *prometheus.CounterVec
+	// CandlesClosed is the fold's mark: the coarse candle tables hold
+	// everything before it.
+	CandlesClosed prometheus.Gauge
 }
 
 // NewMetrics registers the ingest series on reg.
@@ -79,6 +85,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "marketdata_ingest_stream_replicas_wanted",
 			Help: "Replicas each JetStream stream should have (MD_STREAM_REPLICAS); fewer there is reported on /readyz.",
 		}, []string{"stream"}),
+		CandlesFolded: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "marketdata_ingest_candles_folded_total",
+			Help: "Candle price points and trades folded from the queues ingest writes into the 1m store and the coarse candle tables, by kind (point, trade).",
+		}, []string{"kind"}),
+		CandlesClosed: f.NewGauge(prometheus.GaugeOpts{
+			Name: "marketdata_ingest_candles_closed_timestamp_seconds",
+			Help: "How far the candle fold has closed 5m buckets (Unix time): the coarse candle tables hold every point and trade before it. It trails the clock by 1 to 6 minutes; more means the fold is behind.",
+		}),
 	}
 }
 

@@ -25,6 +25,10 @@ type Store interface {
 	EventsResolvedBetween(ctx context.Context, from, to time.Time) ([]string, error)
 	SweepCursor(ctx context.Context) (time.Time, bool, error)
 	SetSweepCursor(ctx context.Context, at time.Time) error
+	EnsureCandlePartitions(ctx context.Context, now time.Time) ([]string, error)
+	SweepCandles(ctx context.Context, now time.Time) (store.CandleSweep, error)
+	FoldCandles(ctx context.Context, now time.Time) (store.FoldResult, error)
+	VacuumCandleQueues(ctx context.Context) error
 }
 
 // Cache is what the worker needs of the snapshots. Apply returns the

@@ -21,6 +21,10 @@ type Batch struct {
 	// Touch names events whose documents must be rebuilt although the batch
 	// changes none of their data (a resolved market aging out of retention).
 	Touch []string
+
+	// points are Prices as given, before Dedup: every price message is a
+	// point of the candles, not only the newest of each market.
+	points []Price
 }
 
 // Len is the number of updates in the batch.
@@ -94,10 +98,16 @@ var errStaleDeps = errors.New("store: a market changed event while its batch was
 
 // ApplyBatch writes the batch in one transaction: versioned upserts (an update
 // applies only if its version is above the stored one), trades deduplicated by
-// trade id, and a fresh revision for every cache document the batch touches,
-// taken under that document's row lock so that revisions follow commit order.
-// Deadlocks and serialization failures are retried.
+// trade id, the candles of the prices and trades applied (every price message
+// above the version stored before the batch counts, even one that a newer
+// message of the same batch replaces), and a fresh revision for every cache
+// document the batch touches, taken under that document's row lock so that
+// revisions follow commit order. Deadlocks and serialization failures are
+// retried.
 func (s *Store) ApplyBatch(ctx context.Context, b *Batch) (*Result, error) {
+	if b.points == nil && len(b.Prices) > 1 {
+		b.points = slices.Clone(b.Prices)
+	}
 	b.Dedup()
 	apply := s.applyOnce
 	if b.pricesOnly() {
@@ -205,13 +215,7 @@ func (s *Store) applyOnce(ctx context.Context, b *Batch) (*Result, error) {
 	if err := upsertMarkets(ctx, tx, b.Markets, res.Applied); err != nil {
 		return nil, err
 	}
-	if err := upsertPrices(ctx, tx, b.Prices, res.Applied); err != nil {
-		return nil, err
-	}
-	if err := insertTrades(ctx, tx, b.Trades, res.Applied); err != nil {
-		return nil, err
-	}
-	if res.Trades, err = readTrades(ctx, tx, b.Trades); err != nil {
+	if err := s.writePricesTrades(ctx, tx, b, res); err != nil {
 		return nil, err
 	}
 

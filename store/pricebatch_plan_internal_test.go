@@ -9,7 +9,7 @@ import (
 	"github.com/marketdata/marketdata/internal/testenv"
 )
 
-// The hot statement reads the market, event and stored price of a batch's
+// The batch statement reads the market, event and stored price of a batch's
 // markets by key, one lookup each, whatever the batch's size: planned as
 // joins, a batch of 1,000 on a large world hashed the whole prices table
 // (164 ms of a 190 ms statement at 250,000 markets; 20,000 are enough to get
@@ -40,18 +40,36 @@ func TestPriceDocsReadsByKey(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ids, versions, ts, quotes, stamps := make([]string, n), make([]int64, n), make([]time.Time, n), make([]string, n), make([]int64, n)
+	b := &Batch{}
 	for i := range n {
-		// Half not newer (the stored price is read back), every stamp
-		// unknown (the market and event rows are read).
-		ids[i], versions[i], ts[i], quotes[i], stamps[i] = fmt.Sprintf("pl-%05d", i*(markets/n)), int64(1+i%2), at, `{}`, -1
+		// Half not newer (the stored price is read back); a market twice
+		// in the batch every tenth (its points' versions are checked against
+		// the stored one).
+		bid, ask := 0.4, 0.5
+		p := Price{MarketID: fmt.Sprintf("pl-%05d", i*(markets/n)), Version: int64(1 + i%2), TS: at,
+			Quotes: map[string]Quote{Venues[0]: {Bid: &bid, Ask: &ask}}}
+		b.Prices = append(b.Prices, p)
+		if i%10 == 0 {
+			p.Version++
+			b.Prices = append(b.Prices, p)
+		}
+	}
+	b.points = b.Prices
+	b.Dedup()
+	args, _, err := s.batchArgs(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamps := args[4].([]int64)
+	for i := range stamps {
+		stamps[i] = -1 // every stamp unknown: the market and event rows are read
 	}
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // nothing of the EXPLAIN ANALYZE is kept
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+priceDocsSQL, ids, versions, ts, quotes, stamps)
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+s.statement(b), args...)
 	if err != nil {
 		t.Fatal(err)
 	}

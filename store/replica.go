@@ -89,3 +89,8 @@ func (r *ReplicaReads) NewestTrades(ctx context.Context, marketID string, limit 
 func (r *ReplicaReads) ListedEvents(ctx context.Context, f ListFilter, after string, limit int) ([]Event, error) {
 	return readFrom(r, func(s *Store) ([]Event, error) { return s.ListedEvents(ctx, f, after, limit) })
 }
+
+// Candles reads a market's candles (see Store.Candles).
+func (r *ReplicaReads) Candles(ctx context.Context, marketID, interval, series string, from, to time.Time) ([]Candle, error) {
+	return readFrom(r, func(s *Store) ([]Candle, error) { return s.Candles(ctx, marketID, interval, series, from, to) })
+}

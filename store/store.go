@@ -20,11 +20,14 @@ type Store struct {
 	pool *pgxpool.Pool
 	// deps keeps the market and event rows of price items for ApplyBatch.
 	deps *depsCache
+	// stmts are ApplyBatch's statements for prices and trades, which also
+	// write the candles (candlesql.go).
+	stmts *batchStatements
 }
 
 // New wraps a pool. The pool's lifetime stays with the caller.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, deps: newDepsCache(defaultDepsCacheSize)}
+	return &Store{pool: pool, deps: newDepsCache(defaultDepsCacheSize), stmts: defaultBatchStatements}
 }
 
 // Open opens a pool on dsn without dialling: connections are made on first

@@ -13,15 +13,6 @@ func (s *Store) TradesByID(ctx context.Context, ids []string) ([]Trade, error) {
 	return readTradeIDs(ctx, s.pool, ids)
 }
 
-// readTrades reads back the stored form of the given trades.
-func readTrades(ctx context.Context, db DB, trades []Trade) ([]Trade, error) {
-	ids := make([]string, len(trades))
-	for i, t := range trades {
-		ids[i] = t.TradeID
-	}
-	return readTradeIDs(ctx, db, ids)
-}
-
 func readTradeIDs(ctx context.Context, db DB, ids []string) ([]Trade, error) {
 	if len(ids) == 0 {
 		return nil, nil

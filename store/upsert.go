@@ -184,34 +184,6 @@ func upsertPrices(ctx context.Context, db DB, prices []Price, applied map[string
 	return nil
 }
 
-func insertTrades(ctx context.Context, db DB, trades []Trade, applied map[string]bool) error {
-	if len(trades) == 0 {
-		return nil
-	}
-	n := len(trades)
-	ids, markets, venues, sides := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	prices, sizes, ts := make([]float64, n), make([]float64, n), make([]time.Time, n)
-	for i, t := range trades {
-		ids[i], markets[i], venues[i], sides[i] = t.TradeID, t.MarketID, t.Venue, t.Side
-		prices[i], sizes[i], ts[i] = t.Price, t.Size, t.TS
-	}
-	rows, err := db.Query(ctx, `
-		INSERT INTO trades (trade_id, market_id, venue, price, size, side, ts)
-		SELECT * FROM unnest(
-		    $1::text[], $2::text[], $3::text[], $4::double precision[],
-		    $5::double precision[], $6::text[], $7::timestamptz[])
-		ON CONFLICT (trade_id) DO NOTHING
-		RETURNING trade_id`,
-		ids, markets, venues, prices, sizes, sides, ts)
-	if err != nil {
-		return fmt.Errorf("store: insert %d trades: %w", n, err)
-	}
-	if err := collectApplied(rows, "trade", applied); err != nil {
-		return fmt.Errorf("store: insert %d trades: %w", n, err)
-	}
-	return nil
-}
-
 // InsertRejects records messages that were not applied.
 func (s *Store) InsertRejects(ctx context.Context, rejects []Reject) error {
 	if len(rejects) == 0 {

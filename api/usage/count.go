@@ -26,12 +26,13 @@ const (
 	RouteAccountKeys
 	RouteAccountUsage
 	RouteStream
+	RouteCandles
 )
 
 // routeNames are the routes' names as the counts and the listing carry
 // them, by Route.
 var routeNames = [...]string{
-	"key", "events", "event", "search", "snapshot", "trades", "account_keys", "account_usage", "stream",
+	"key", "events", "event", "search", "snapshot", "trades", "account_keys", "account_usage", "stream", "candles",
 }
 
 // String is the route's name in the contract.

@@ -237,7 +237,7 @@ func TestCountsByDay(t *testing.T) {
 // TestRoutes: every route's name parses back to it; anything else is
 // refused.
 func TestRoutes(t *testing.T) {
-	for r := RouteKey; r <= RouteStream; r++ {
+	for r := RouteKey; r <= RouteCandles; r++ {
 		if got, ok := ParseRoute(r.String()); !ok || got != r {
 			t.Errorf("ParseRoute(%q) = %v, %v; want %v", r.String(), got, ok, r)
 		}

@@ -1,6 +1,6 @@
 // Package reads is the static reads benchmark: snapshot, event read, /events
-// page and search on an unchanging world, through the full middleware
-// against bare Fiber.
+// page, search and a market's candles on an unchanging world, through the
+// full middleware against bare Fiber.
 package reads
 
 import (
@@ -22,14 +22,22 @@ import (
 // Goals of the issues: issue 18 (real load) raised the ratios to 0.50 for
 // snapshot, event read and page and 0.60 for search (and /key, bench/key)
 // and capped a node's RSS with the full price replica at 400 MB; the p99s
-// are issue 9's.
+// are issue 9's; issue 20 set the candles route's ratio at 0.50.
 const (
 	goalReadRatio     = 0.50
 	goalSearchRatio   = 0.60
+	goalCandlesRatio  = 0.50
 	goalSnapshotP99MS = 25.0
 	goalSearchP99MS   = 10.0
 	goalAPIRSSMB      = 400.0
 )
+
+// route is one URL the benchmark loads, with its goals: the ratio to bare
+// and, when not 0, the API's p99.
+type route struct {
+	name, slug, path string
+	goal, p99MS      float64
+}
 
 // AdmissionTrips counts a route's admissions, the Redis round trips they
 // took and the window script calls in them (one per account per trip).
@@ -42,10 +50,13 @@ type AdmissionTrips struct {
 
 // ReadsResult is bench-results/reads.json.
 type ReadsResult struct {
-	Bench   string                 `json:"bench"`
-	Machine world.Machine          `json:"machine"`
-	Load    world.ReadsLoad        `json:"load"`
-	Inputs  world.ReadsInputs      `json:"inputs"`
+	Bench   string            `json:"bench"`
+	Machine world.Machine     `json:"machine"`
+	Load    world.ReadsLoad   `json:"load"`
+	Inputs  world.ReadsInputs `json:"inputs"`
+	// Candles is how the candle route's history got in: through NATS and
+	// an ingest child, before the API node started.
+	Candles world.CandleLoad       `json:"candles"`
 	Routes  []baseline.HTTPCompare `json:"routes"`
 	// Admission is how the API node's limit checks went to Redis over each
 	// route's whole comparison, its warm-up included.
@@ -82,6 +93,14 @@ func Run(ctx context.Context, o *world.Options, log *slog.Logger) (any, error) {
 	res.Load = load
 	res.Load.GenerateSeconds = genSeconds
 	res.Inputs = world.ReadsInputsOf(w)
+	from, to := world.CandleWindow(w.At)
+	history, err := world.NewCandleHistory(w, res.Inputs.CandleMarkets, from, to, sb.Ingest.SubjectPrefix, world.ReadsSeed)
+	if err != nil {
+		return nil, err
+	}
+	if res.Candles, err = world.LoadCandles(ctx, o, sb, dsn, history, filepath.Join(o.Out, "reads-ingest.log"), log); err != nil {
+		return nil, err
+	}
 
 	// The child listens only once its search index is loaded: runAPI calls
 	// Server.Start before it binds, and /readyz answers after that.
@@ -96,15 +115,23 @@ func Run(ctx context.Context, o *world.Options, log *slog.Logger) (any, error) {
 	}
 	log.Info("reads: api ready", "seconds", measure.Round2(time.Since(t).Seconds()), "rss_mb", res.MemStart.RSSMB)
 
-	routes := []struct {
-		name, slug, path string
-		goal             float64
-	}{
+	candleMarket := res.Inputs.CandleMarkets[0]
+	candlePath := world.CandlePath(candleMarket, from, to)
+	body, err := node.Get(ctx, candlePath)
+	if err != nil {
+		return nil, err
+	}
+	if err := world.CheckCandles(body, history, candleMarket); err != nil {
+		return nil, err
+	}
+
+	routes := []route{
 		{fmt.Sprintf("snapshot (%d ids)", len(res.Inputs.SnapshotIDs)), "snapshot",
-			"/public/v1/prices/snapshot?ids=" + strings.Join(res.Inputs.SnapshotIDs, ","), goalReadRatio},
-		{"event read", "event", "/public/v1/events/" + res.Inputs.EventID, goalReadRatio},
-		{"events page (100)", "events-page", "/public/v1/events?limit=100", goalReadRatio},
-		{fmt.Sprintf("search %q", world.ReadsQuery), "search", "/public/v1/markets/search?q=" + url.QueryEscape(world.ReadsQuery) + "&limit=20", goalSearchRatio},
+			"/public/v1/prices/snapshot?ids=" + strings.Join(res.Inputs.SnapshotIDs, ","), goalReadRatio, goalSnapshotP99MS},
+		{"event read", "event", "/public/v1/events/" + res.Inputs.EventID, goalReadRatio, 0},
+		{"events page (100)", "events-page", "/public/v1/events?limit=100", goalReadRatio, 0},
+		{fmt.Sprintf("search %q", world.ReadsQuery), "search", "/public/v1/markets/search?q=" + url.QueryEscape(world.ReadsQuery) + "&limit=20", goalSearchRatio, goalSearchP99MS},
+		{fmt.Sprintf("candles (%d × 1h)", world.CandleHours), "candles", candlePath, goalCandlesRatio, 0},
 	}
 	for _, r := range routes {
 		before, err := node.Metrics(ctx)
@@ -133,16 +160,23 @@ func Run(ctx context.Context, o *world.Options, log *slog.Logger) (any, error) {
 	}
 	res.ChildWarnings = measure.LogWarnings(res.ChildLog)
 
-	snap, search := res.Routes[0], res.Routes[3]
+	// A route missed when its ratio or its p99 did: it gets a CPU profile.
+	missed := make([]bool, len(routes))
 	for i, r := range routes {
 		c := res.Routes[i]
+		missed[i] = !c.Met
 		res.Goals = append(res.Goals, measure.GoalCheck{Goal: fmt.Sprintf("%s ratio ≥ %.2f", r.slug, r.goal), Value: c.Ratio, Met: c.Met})
 	}
-	res.Goals = append(res.Goals, []measure.GoalCheck{
-		{Goal: fmt.Sprintf("snapshot p99 ≤ %.0f ms", goalSnapshotP99MS), Value: snap.APIP99MS, Met: snap.APIP99MS <= goalSnapshotP99MS},
-		{Goal: fmt.Sprintf("search p99 ≤ %.0f ms", goalSearchP99MS), Value: search.APIP99MS, Met: search.APIP99MS <= goalSearchP99MS},
-		{Goal: fmt.Sprintf("API RSS (VmHWM) ≤ %.0f MB", goalAPIRSSMB), Value: res.MemEnd.HWMMB, Met: res.MemEnd.HWMMB <= goalAPIRSSMB},
-	}...)
+	for i, r := range routes {
+		if r.p99MS == 0 {
+			continue
+		}
+		p99 := res.Routes[i].APIP99MS
+		missed[i] = missed[i] || p99 > r.p99MS
+		res.Goals = append(res.Goals, measure.GoalCheck{Goal: fmt.Sprintf("%s p99 ≤ %.0f ms", r.slug, r.p99MS), Value: p99, Met: p99 <= r.p99MS})
+	}
+	rss := measure.GoalCheck{Goal: fmt.Sprintf("API RSS (VmHWM) ≤ %.0f MB", goalAPIRSSMB), Value: res.MemEnd.HWMMB, Met: res.MemEnd.HWMMB <= goalAPIRSSMB}
+	res.Goals = append(res.Goals, rss)
 	// Not one of the issue's figures, but a route that fails requests under
 	// load meets no goal: every API answer must be the 200 the bare one is.
 	var failed int64
@@ -157,7 +191,6 @@ func Run(ctx context.Context, o *world.Options, log *slog.Logger) (any, error) {
 
 	// Where the API spends its time on a route that missed a goal: a CPU
 	// profile under the same load, after the measured runs.
-	missed := map[int]bool{0: !res.Goals[0].Met || !res.Goals[1].Met, 3: !res.Goals[2].Met}
 	for i, r := range res.Routes {
 		if !missed[i] && !o.Profile {
 			continue
@@ -169,7 +202,7 @@ func Run(ctx context.Context, o *world.Options, log *slog.Logger) (any, error) {
 		}
 		res.Profiles = append(res.Profiles, file)
 	}
-	if !res.Goals[3].Met {
+	if !rss.Met {
 		file := filepath.Join(o.Out, "reads-api.heap.pprof")
 		if err := measure.FetchTo(ctx, "http://"+node.Admin+"/debug/pprof/heap", file); err != nil {
 			log.Warn("reads: heap profile", "err", err)
@@ -211,6 +244,9 @@ func (r *ReadsResult) Print(bin string) {
 	fmt.Printf("      %s; %d events listed, listing marked complete\n", l.Path, l.Listed)
 	fmt.Printf("search: q=%q is in %d titles (%d begin with it); snapshot: %d market ids; event read: %s\n",
 		in.Query, in.TitlesContaining, in.TitlesStarting, len(in.SnapshotIDs), in.EventID)
+	cl := r.Candles
+	fmt.Printf("candles: %s, %d × 1h from %s to %s; history of %d markets over %d h: %d prices and %d trades through NATS, applied by ingest in %.1f s\n",
+		in.CandleMarkets[0], cl.Hours, cl.From.Format(time.RFC3339), cl.To.Format(time.RFC3339), cl.Markets, cl.Hours, cl.Prices, cl.Trades, cl.Seconds)
 	fmt.Printf("api memory: VmRSS %.0f MB / VmHWM %.0f MB after start (index loaded), VmRSS %.0f MB / VmHWM %.0f MB after the runs\n",
 		r.MemStart.RSSMB, r.MemStart.HWMMB, r.MemEnd.RSSMB, r.MemEnd.HWMMB)
 	for _, a := range r.Admission {

@@ -27,6 +27,8 @@ type ReadsWorld struct {
 	Markets  []store.Market
 	Prices   []store.Price
 	PerEvent int
+	// At is when the world was made: it stamps every row.
+	At time.Time
 }
 
 // NewReadsWorld builds events events of perEvent markets, the same for the
@@ -34,7 +36,7 @@ type ReadsWorld struct {
 func NewReadsWorld(events, perEvent int, seed uint64) *ReadsWorld {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	w := &ReadsWorld{PerEvent: perEvent}
+	w := &ReadsWorld{PerEvent: perEvent, At: now}
 	w.Events = make([]store.Event, 0, events)
 	w.Markets = make([]store.Market, 0, events*perEvent)
 	w.Prices = make([]store.Price, 0, events*perEvent)
@@ -231,14 +233,21 @@ type ReadsInputs struct {
 	Query            string   `json:"search_query"`
 	TitlesContaining int      `json:"titles_containing_query"`
 	TitlesStarting   int      `json:"titles_starting_with_query"`
+	// CandleMarkets get a candle history (candles.go); the route reads the
+	// first one's.
+	CandleMarkets []string `json:"candle_markets"`
 }
 
-// ReadsInputsOf draws the snapshot's market ids and the event read's id.
+// ReadsInputsOf draws the snapshot's market ids, the event read's id and
+// the markets with a candle history.
 func ReadsInputsOf(w *ReadsWorld) ReadsInputs {
 	r := rand.New(rand.NewPCG(ReadsSeed, ReadsSeed))
 	in := ReadsInputs{Seed: ReadsSeed, Query: ReadsQuery, EventID: w.Events[r.IntN(len(w.Events))].ID}
 	for _, i := range r.Perm(len(w.Markets))[:readsSnapshotIDs] {
 		in.SnapshotIDs = append(in.SnapshotIDs, w.Markets[i].ID)
+	}
+	for _, i := range r.Perm(len(w.Markets))[:min(CandleMarkets, len(w.Markets))] {
+		in.CandleMarkets = append(in.CandleMarkets, w.Markets[i].ID)
 	}
 	in.TitlesContaining, in.TitlesStarting = w.countContaining(ReadsQuery)
 	return in

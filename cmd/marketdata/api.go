@@ -112,6 +112,10 @@ func runAPIOn(ctx context.Context, cfg *Config, b bound, noticeSubject string, l
 	}
 	defer closeFB()
 	var fallback cache.Store = fbPrimary
+	// Candles are read from Postgres on every miss of node memory, not as
+	// a fallback: through the requests' pools (the replica's, the
+	// primary's while it is down), not the fallbacks' small ones.
+	var candles api.Candles = primary
 	stores := []*store.Store{primary}
 	var replica *store.Store
 	if cfg.DatabaseReadURL != cfg.DatabaseURL {
@@ -126,7 +130,9 @@ func runAPIOn(ctx context.Context, cfg *Config, b bound, noticeSubject string, l
 			return err
 		}
 		defer closeFBReplica()
-		fallback = replicaReads(fbReplica, fbPrimary, reg, log)
+		rr := replicaReads(fbReplica, fbPrimary, reg, log)
+		fallback = rr
+		candles = &store.ReplicaReads{Replica: replica, Primary: primary, Backoff: rr.Backoff, OnFallback: rr.OnFallback}
 		stores = append(stores, replica)
 	}
 	fatal := make(chan error, 1)
@@ -202,7 +208,7 @@ func runAPIOn(ctx context.Context, cfg *Config, b bound, noticeSubject string, l
 	// Usage is counted into and read from the primary: the counts are
 	// added there, and /account/usage must see them within 5 s.
 	srv, err := api.New(ac, api.Deps{
-		Credentials: primary, Reader: reader, Usage: primary,
+		Credentials: primary, Reader: reader, Usage: primary, Candles: candles,
 		Limiter: limiter, StreamSlots: slots, NC: nc, Log: log, Registry: reg,
 	})
 	if err != nil {

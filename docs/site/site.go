@@ -2,7 +2,8 @@
 // every route rendered on the server from the OpenAPI document (readable
 // without JavaScript), the concepts a user needs, and a try-it panel (one
 // first-party script) that sends a request with a pasted key to an API
-// node and shows the status, the RateLimit-* headers and the body.
+// node and shows the status, the RateLimit-* headers and the body, and
+// draws a candles answer as a chart (a second first-party script).
 //
 // The page holds a user's live key, so it ships no third-party code and
 // its Content-Security-Policy lets it talk to the listed API origins only;
@@ -100,7 +101,8 @@ func New(cfg Config) (*Site, error) {
 		return nil, err
 	}
 	s := &Site{spec: newAsset(cfg.Spec, "application/yaml; charset=utf-8"), assets: map[string]asset{}}
-	for name, ct := range map[string]string{"app.js": "text/javascript; charset=utf-8", "site.css": "text/css; charset=utf-8"} {
+	for name, ct := range map[string]string{"app.js": "text/javascript; charset=utf-8", "chart.js": "text/javascript; charset=utf-8",
+		"site.css": "text/css; charset=utf-8"} {
 		b, err := assets.ReadFile("assets/" + name)
 		if err != nil {
 			return nil, fmt.Errorf("site: %w", err)
@@ -128,7 +130,8 @@ func New(cfg Config) (*Site, error) {
 		AssetVersion string
 		StreamID     string
 		ShownHeaders []string
-	}{v, s.assets["/static/app.js"].etag[1:9] + s.assets["/static/site.css"].etag[1:9], streamID, ShownHeaders})
+	}{v, s.assets["/static/app.js"].etag[1:9] + s.assets["/static/chart.js"].etag[1:9] + s.assets["/static/site.css"].etag[1:9],
+		streamID, ShownHeaders})
 	if err != nil {
 		return nil, fmt.Errorf("site: render: %w", err)
 	}
@@ -155,7 +158,7 @@ func etag(b []byte) string {
 	return `"` + hex.EncodeToString(sum[:12]) + `"`
 }
 
-// ServeHTTP serves the page, its two assets, the OpenAPI document and
+// ServeHTTP serves the page, its three assets, the OpenAPI document and
 // /healthz; anything else is 404. Only GET and HEAD are answered.
 func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()

@@ -212,8 +212,8 @@ func TestReferenceContent(t *testing.T) {
 		t.Error("the key field has a name or the page has a form")
 	}
 	// No text of the document becomes markup: no script or style but ours.
-	if n := strings.Count(page, "<script"); n != 1 {
-		t.Errorf("%d script elements; want the one first-party file", n)
+	if n, ours := strings.Count(page, "<script"), strings.Count(page, `<script src="/static/`); n != 2 || ours != n {
+		t.Errorf("%d script elements, %d of them ours; want the two first-party files (app.js, chart.js)", n, ours)
 	}
 	if strings.Contains(page, "style=") || strings.Contains(page, "<style") {
 		t.Error("inline style: the CSP (style-src 'self') would block it")
@@ -223,7 +223,7 @@ func TestReferenceContent(t *testing.T) {
 // TestSecurityHeaders: every answer carries the CSP and the other headers.
 func TestSecurityHeaders(t *testing.T) {
 	s := newSite(t, "https://api.example.com/", "http://127.0.0.1:8080")
-	for _, path := range []string{"/", "/static/app.js", "/static/site.css", "/openapi.yaml", "/healthz", "/nope"} {
+	for _, path := range []string{"/", "/static/app.js", "/static/chart.js", "/static/site.css", "/openapi.yaml", "/healthz", "/nope"} {
 		res, _ := get(t, s, http.MethodGet, path)
 		csp := res.Header.Get("Content-Security-Policy")
 		for _, want := range []string{
@@ -252,7 +252,7 @@ func TestRoutes(t *testing.T) {
 	}{
 		{"GET", "/", 200, "text/html; charset=utf-8"},
 		{"HEAD", "/", 200, "text/html; charset=utf-8"},
-		{"GET", "/static/app.js", 200, "text/javascript; charset=utf-8"},
+		{"GET", "/static/app.js", 200, "text/javascript; charset=utf-8"}, {"GET", "/static/chart.js", 200, "text/javascript; charset=utf-8"},
 		{"GET", "/static/site.css", 200, "text/css; charset=utf-8"},
 		{"GET", "/openapi.yaml", 200, "application/yaml; charset=utf-8"},
 		{"GET", "/healthz", 200, "text/plain; charset=utf-8"},

@@ -41,8 +41,11 @@ type opView struct {
 	Scope                     string // "" when the route needs none
 	NoKey                     bool   // the route needs no key at all
 	WebSocket                 bool
-	Params                    []paramView
-	Responses                 []respView
+	// Chart is what the try-it panel draws from the route's 200 answer:
+	// "candles" when its body is a CandleList (assets/chart.js), else "".
+	Chart     string
+	Params    []paramView
+	Responses []respView
 }
 
 type paramView struct {
@@ -186,6 +189,9 @@ func buildOp(path string, op *operation, schemas map[string]*schema) (*opView, e
 		ov.Params = append(ov.Params, pv)
 	}
 	for _, r := range op.Responses {
+		if r.Key == "200" && answersWith(r.Value, "CandleList") {
+			ov.Chart = "candles"
+		}
 		rv, err := buildResponse(r.Key, r.Value, schemas)
 		if err != nil {
 			return nil, fmt.Errorf("site: GET %s %s: %w", path, r.Key, err)
@@ -321,4 +327,15 @@ func schemaExamples(s *schema) ([]exampleView, error) {
 func exampleJSON(n *yaml.Node) (string, error) {
 	b, err := yamljson.MarshalIndent(n, "  ")
 	return string(b), err
+}
+
+// answersWith reports whether r's JSON body is the named schema of
+// components.
+func answersWith(r *response, name string) bool {
+	for _, c := range r.Content {
+		if c.Key == "application/json" && c.Value.Schema != nil && c.Value.Schema.Ref == "#/components/schemas/"+name {
+			return true
+		}
+	}
+	return false
 }

@@ -1,7 +1,7 @@
 // Package browsertest drives headless Chromium (Debian's chromium package,
 // installed by deploy/local/chromium.sh) for the docs site's browser tests:
-// the layout test in docs/site and the try-it panel against a live API in
-// cmd/marketdata. It is imported by tests only.
+// the layout test and the candles chart in docs/site, and the try-it panel
+// against a live API in cmd/marketdata. It is imported by tests only.
 package browsertest
 
 import (

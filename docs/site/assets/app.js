@@ -168,7 +168,11 @@
     statusEl.setAttribute("data-status", "invalid");
   }
 
+  // The panel tells chart.js (the candles chart) of each answer with a DOM
+  // event on #tryit-result: the route and what it charts (the form's
+  // data-chart), the status, the URL and the body, never the key.
   function clearAnswer() {
+    result.dispatchEvent(new CustomEvent("tryit:clear"));
     bodyEl.textContent = "";
     Array.prototype.forEach.call(document.querySelectorAll("[data-header]"), function (td) {
       td.textContent = "—";
@@ -293,6 +297,9 @@
         var shown = text;
         try { shown = JSON.stringify(JSON.parse(text), null, 2); } catch (e) { /* not JSON: shown as is */ }
         bodyEl.textContent = shown === "" ? "(no body)" : shown;
+        result.dispatchEvent(new CustomEvent("tryit:answer", { detail: {
+          op: form.getAttribute("data-op"), chart: form.getAttribute("data-chart"), status: res.status,
+          url: url.href, body: text } }));
       });
     }).catch(function (err) {
       if (ctl !== inFlight) { return; } // replaced by a newer request, which reports itself
