@@ -139,7 +139,7 @@ func (s *Store) Candles(ctx context.Context, marketID, interval, series string, 
 		q.Queue(stmts.inForce, marketID, start, start.Add(-candleBeforeStep))
 		q.Queue(stmts.anyBefore, marketID, start, start.Add(-candleBeforeStep))
 		br := tx.SendBatch(ctx, q)
-		defer br.Close()
+		defer func() { _ = br.Close() }() // closed below; this one covers the early returns
 		if stmts.coarse != "" {
 			rows, err := br.Query()
 			if err != nil {
