@@ -261,3 +261,38 @@ func TestCandlesOneReadForConcurrentMisses(t *testing.T) {
 		t.Errorf("%d concurrent misses read the store %d times, want once", clients, got)
 	}
 }
+
+// TestCandlesAcrossNodes: two nodes give the same candles with the same
+// ETag (a hash of the body), so a client's tag from one node answers 304 on
+// the other; after a trade, both show it within the 2 s bound.
+func TestCandlesAcrossNodes(t *testing.T) {
+	w := newWorld(t, withIngest())
+	a, b := w.node(t), w.node(t)
+	secret := rtSecret(t, w)
+	day := candlesDay()
+	candlesFixture(t, w, day)
+	w.applied(t)
+	path := candlesPath + "?interval=1h&from=" + day + "11:00:00Z&to=" + day + "15:00:00Z"
+	fromA, fromB := a.get(t, path, secret), b.get(t, path, secret)
+	if fromA.status != http.StatusOK || string(fromA.body) != string(fromB.body) || fromA.header.Get("ETag") != fromB.header.Get("ETag") {
+		t.Fatalf("node A: %d %q %s\nnode B: %d %q %s\nwant the same answer and tag", fromA.status, fromA.header.Get("ETag"), fromA.body,
+			fromB.status, fromB.header.Get("ETag"), fromB.body)
+	}
+	if got := b.get(t, path, secret, "If-None-Match", fromA.header.Get("ETag")); got.status != http.StatusNotModified {
+		t.Errorf("node B with node A's ETag: %d, want 304", got.status)
+	}
+	w.publish(t, "trade", "MKC", map[string]any{"market_id": "MKC", "trade_id": "x9", "venue": "venue_a",
+		"price": 0.5, "size": 2, "side": "buy", "ts": day + "14:20:00Z"})
+	w.applied(t)
+	for _, n := range []*node{a, b} {
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			got := candlesOf(t, n.get(t, path, secret))
+			if len(got) == 3 && got[2]["trades"] == 1.0 && got[2]["volume"] == 2.0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s: 2 s after a trade of 14:20, the 14:00 candle is %v", n.base, got[len(got)-1])
+			}
+		}
+	}
+}
