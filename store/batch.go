@@ -170,7 +170,7 @@ func (s *Store) applyOnce(ctx context.Context, b *Batch) (*Result, error) {
 	for _, e := range oldEvent {
 		eventIDs.add(e)
 	}
-	eventRevs, err := lockDocs(ctx, tx, "e:", eventIDs.sorted(), nil)
+	eventRevs, _, err := lockDocs(ctx, tx, "e:", eventIDs.sorted(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +192,7 @@ func (s *Store) applyOnce(ctx context.Context, b *Batch) (*Result, error) {
 	for _, p := range b.Prices {
 		affected.add(p.MarketID)
 	}
-	marketRevs, err := lockDocs(ctx, tx, "m:", affected.sorted(), structural)
+	marketRevs, marketStamps, err := lockDocs(ctx, tx, "m:", affected.sorted(), structural)
 	if err != nil {
 		return nil, err
 	}
@@ -234,6 +234,16 @@ func (s *Store) applyOnce(ctx context.Context, b *Batch) (*Result, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("store: commit batch: %w", err)
 	}
+	// The rows were read under the documents' locks, at the stamps those
+	// locks returned: the deps cache takes them, so a market's first price
+	// after this batch (a new market's, most often) reads neither row nor
+	// computes its candle modes in Postgres (see depsCache).
+	for i := range res.Markets {
+		d := &res.Markets[i]
+		if stamp, ok := marketStamps[d.ID]; ok {
+			d.Event = s.deps.put(d.ID, stamp, d.Market, d.Event)
+		}
+	}
 	return res, nil
 }
 
@@ -268,14 +278,15 @@ const lockDocsSQL = `
 	ON CONFLICT (doc) DO UPDATE SET
 	    rev = nextval('doc_rev_seq'),
 	    deps = CASE WHEN EXCLUDED.deps <> 0 THEN nextval('doc_rev_seq') ELSE d.deps END
-	RETURNING d.doc, d.rev`
+	RETURNING d.doc, d.rev, d.deps`
 
-// lockDocs runs lockDocsSQL for ids (sorted) and returns their revisions.
-// The documents in deps get a fresh deps stamp.
-func lockDocs(ctx context.Context, tx pgx.Tx, prefix string, ids []string, deps set) (map[string]int64, error) {
-	revs := make(map[string]int64, len(ids))
+// lockDocs runs lockDocsSQL for ids (sorted) and returns their revisions and
+// deps stamps. The documents in deps get a fresh deps stamp.
+func lockDocs(ctx context.Context, tx pgx.Tx, prefix string, ids []string, deps set) (revs, stamps map[string]int64, err error) {
+	revs = make(map[string]int64, len(ids))
+	stamps = make(map[string]int64, len(ids))
 	if len(ids) == 0 {
-		return revs, nil
+		return revs, stamps, nil
 	}
 	docs := make([]string, len(ids))
 	marks := make([]bool, len(ids))
@@ -285,18 +296,19 @@ func lockDocs(ctx context.Context, tx pgx.Tx, prefix string, ids []string, deps 
 	}
 	rows, err := tx.Query(ctx, lockDocsSQL, docs, marks)
 	if err != nil {
-		return nil, fmt.Errorf("store: lock %s documents: %w", prefix, err)
+		return nil, nil, fmt.Errorf("store: lock %s documents: %w", prefix, err)
 	}
 	var doc string
-	var rev int64
-	_, err = pgx.ForEachRow(rows, []any{&doc, &rev}, func() error {
+	var rev, stamp int64
+	_, err = pgx.ForEachRow(rows, []any{&doc, &rev, &stamp}, func() error {
 		revs[doc[len(prefix):]] = rev
+		stamps[doc[len(prefix):]] = stamp
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: lock %s documents: %w", prefix, err)
+		return nil, nil, fmt.Errorf("store: lock %s documents: %w", prefix, err)
 	}
-	return revs, nil
+	return revs, stamps, nil
 }
 
 func marketEvents(ctx context.Context, tx pgx.Tx, marketIDs []string) (map[string]string, error) {

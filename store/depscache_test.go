@@ -67,3 +67,32 @@ func TestPriceBatchCachedRowsAcrossProcesses(t *testing.T) {
 		t.Errorf("price after an older update:\n got %s\nwant %s", got, want)
 	}
 }
+
+// A process that writes a market keeps the rows it wrote: the market's first
+// price after that reads neither the market's row nor its event's (a new
+// market's first prices are most of a fresh world's). Shown by a change made
+// behind the deps stamp, which no process makes: the cached row is what the
+// price's document carries until the stamp moves.
+func TestMarketWriteFillsDepsCache(t *testing.T) {
+	t.Parallel()
+	s, pool := setup(t)
+	apply(t, s, &store.Batch{
+		Events:  []store.Event{newEvent("e1", 1)},
+		Markets: []store.Market{newMarket("m", "e1", 1)},
+	})
+	if _, err := pool.Exec(t.Context(), `UPDATE markets SET title = 'behind the stamp' WHERE universal_id = 'm'`); err != nil {
+		t.Fatal(err)
+	}
+	res := apply(t, s, &store.Batch{Prices: []store.Price{newPrice("m", 1)}})
+	if got, want := res.Markets[0].Market.Title, newMarket("m", "e1", 1).Title; got != want {
+		t.Errorf("first price after the market's write: title %q, want the written %q (read from Postgres, not the cache)", got, want)
+	}
+	// The stamp moved (as any change of the row moves it): the row is read.
+	if _, err := pool.Exec(t.Context(), `UPDATE doc_revs SET deps = nextval('doc_rev_seq') WHERE doc = 'm:m'`); err != nil {
+		t.Fatal(err)
+	}
+	res = apply(t, s, &store.Batch{Prices: []store.Price{newPrice("m", 2)}})
+	if got := res.Markets[0].Market.Title; got != "behind the stamp" {
+		t.Errorf("after the stamp moved: title %q, want the row's %q", got, "behind the stamp")
+	}
+}

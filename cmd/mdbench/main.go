@@ -74,8 +74,9 @@ func main() {
 
 func run() int {
 	var (
-		o    world.Options
-		only string
+		o       world.Options
+		only    string
+		timeout time.Duration
 	)
 	fs := flag.NewFlagSet("mdbench", flag.ContinueOnError)
 	fs.StringVar(&o.Bin, "bin", "bin/marketdata", "the marketdata binary to benchmark")
@@ -86,6 +87,7 @@ func run() int {
 	fs.StringVar(&o.NATSURL, "nats", "nats://127.0.0.1:4222", "NATS URL")
 	fs.BoolVar(&o.Usage, "usage", true, "count usage in the API nodes; -usage=false starts them with --usage=false (run a bench both ways to see what counting costs)")
 	fs.BoolVar(&o.Profile, "profile", false, "reads: take a CPU profile of the API on every route, not only on those that missed a goal; stream: of the node in the steady phase; poll: of one API node and of ingest in the last round")
+	fs.DurationVar(&timeout, "timeout", 0, "how long each benchmark may take in all (default: its own, in the list above; raise it for big worlds, whose seed alone can take minutes)")
 	fs.DurationVar(&world.DrainTimeout, "drain", world.DrainTimeout, "how long a phase waits for ingest to drain its stream (raise it for big worlds)")
 	ingest.Flags(fs, &ingest.Params)
 	poll.Flags(fs, &poll.Params)
@@ -161,6 +163,9 @@ func run() int {
 	defer stop()
 	failed := 0
 	for _, b := range selected {
+		if timeout > 0 {
+			b.Timeout = timeout
+		}
 		log.Info("bench start", "bench", b.Name, "timeout", b.Timeout)
 		bctx, cancel := context.WithTimeout(ctx, b.Timeout)
 		res, err := b.Run(bctx, &o, log.With("bench", b.Name))
