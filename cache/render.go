@@ -1,11 +1,11 @@
 package cache
 
 import (
-	"bytes"
-	"encoding/json"
 	"slices"
 	"strings"
 	"time"
+
+	json "github.com/segmentio/encoding/json"
 
 	"github.com/marketdata/marketdata/store"
 )
@@ -124,17 +124,19 @@ func FormatTime(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-// marshal encodes without HTML escaping and without a trailing newline.
+// marshal encodes as encoding/json does with HTML escaping off (map keys
+// sorted, invalid UTF-8 replaced, U+2028 and U+2029 escaped), without a
+// trailing newline. It is segmentio's encoder, which writes the same bytes
+// (FuzzMarshalMatchesStdlib) for about half the CPU and garbage: rendering
+// was a tenth of ingest's CPU on the 250,000-market world.
 func marshal(v any) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	b, err := json.Append(nil, v, json.SortMapKeys)
+	if err != nil {
 		// Every rendered type is plain data with finite numbers (the decoder
 		// rejects NaN and infinities cannot be written in JSON).
 		panic("cache: encode: " + err.Error())
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return b
 }
 
 func summaryOf(e *store.Event) eventSummary {
@@ -266,13 +268,18 @@ func (r Rules) RenderMarket(d store.MarketDoc) MarketDocument {
 	if !out.Served || d.Price == nil {
 		return out
 	}
+	out.Body = marshal(priceItemOf(d))
+	return out
+}
+
+// priceItemOf is a served market's price item (d has a market and a price).
+func priceItemOf(d store.MarketDoc) priceItem {
 	p := priceItem{
 		MarketID: d.ID, EventID: d.Market.EventID, Status: d.Market.Status,
 		Version: d.Price.Version, UpdatedAt: FormatTime(d.Price.TS),
 	}
 	p.Quotes, p.BestBid, p.BestAsk = shownQuotes(d.Price.Quotes, &d.Market.Matches)
-	out.Body = marshal(p)
-	return out
+	return p
 }
 
 // RenderTrade renders a trade list item as the venue sent it: what the
