@@ -30,22 +30,27 @@ import (
 // Linux), never from it: a port the kernel hands out for ":0" is also the
 // one it hands to the next outgoing connection of any process, and a
 // server started on it a moment later may find it taken (CI saw a cluster
-// node fail to bind that way). The same process never gets a port twice.
+// node fail to bind that way). The same process never gets a port twice,
+// and two test processes never get the same one: each holds an exclusive
+// lock on a file named for every port it was given (portLockDir) until it
+// exits, and a port whose file another process holds is skipped. Without it
+// two test binaries (`go test -p 2`) could both find a port free and both
+// hand it to a server.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	portsMu.Lock()
 	defer portsMu.Unlock()
 	for range 1000 {
 		port := freePortLow + rand.IntN(freePortHigh-freePortLow)
-		if portsGiven[port] {
+		if portsGiven[port] || !lockPort(port) {
 			continue
 		}
+		portsGiven[port] = true // given or not, this process now holds its lock
 		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
 			continue
 		}
 		ln.Close()
-		portsGiven[port] = true
 		return port
 	}
 	t.Fatalf("free port: none free in [%d, %d)", freePortLow, freePortHigh)
@@ -60,7 +65,32 @@ const freePortLow, freePortHigh = 20000, 32000
 var (
 	portsMu    sync.Mutex
 	portsGiven = map[int]bool{}
+	portLocks  []*os.File // held open, so locked, until the process exits
 )
+
+// portLockDir holds one lock file per port any test process of this user
+// was given (a user's own: another's files could not be opened).
+var portLockDir = filepath.Join(os.TempDir(), "marketdata-test-ports-"+strconv.Itoa(os.Getuid()))
+
+// lockPort takes the exclusive lock of port's file without waiting and
+// keeps it for the rest of the process; false when another process holds
+// it (or the file cannot be made, which would also make FreePort fail
+// loudly rather than hand out an unguarded port after 1000 tries).
+func lockPort(port int) bool {
+	if err := os.MkdirAll(portLockDir, 0o777); err != nil {
+		return false
+	}
+	f, err := os.OpenFile(filepath.Join(portLockDir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return false
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return false
+	}
+	portLocks = append(portLocks, f)
+	return true
+}
 
 // lookBin finds a binary in PATH or in one of dirs.
 func lookBin(t testing.TB, name string, dirs ...string) string {

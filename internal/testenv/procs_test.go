@@ -1,7 +1,15 @@
 package testenv
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,4 +95,75 @@ func TestPrivateServices(t *testing.T) {
 		}
 		p.Kill()
 	})
+}
+
+// Two test processes never get the same port from FreePort: a port whose
+// lock another process holds is refused, and is free again once that
+// process ends. The other process is this test binary run again
+// (TestHoldPortHelper).
+func TestFreePortLockedAcrossProcesses(t *testing.T) {
+	port := FreePort(t)
+	releasePortLock(t, port) // as if this process had never been given it
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldPortHelper$")
+	cmd.Env = append(os.Environ(), "MD_TEST_HOLD_PORT="+strconv.Itoa(port))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "held" {
+		_ = cmd.Process.Kill()
+		t.Fatalf("helper: %q, %v", line, err)
+	}
+	if lockPort(port) {
+		t.Errorf("port %d: locked here while another process holds it", port)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("helper: %v", err)
+	}
+	if !lockPort(port) {
+		t.Errorf("port %d: still refused after the other process ended", port)
+	}
+}
+
+// releasePortLock closes this process's lock file of port.
+func releasePortLock(t *testing.T, port int) {
+	t.Helper()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	name := filepath.Join(portLockDir, strconv.Itoa(port))
+	for i, f := range portLocks {
+		if f.Name() == name {
+			f.Close()
+			portLocks = append(portLocks[:i], portLocks[i+1:]...)
+			return
+		}
+	}
+	t.Fatalf("port %d: no lock held", port)
+}
+
+// TestHoldPortHelper is TestFreePortLockedAcrossProcesses's other process:
+// it locks the port it is given, says so, and holds it until stdin closes.
+func TestHoldPortHelper(t *testing.T) {
+	p := os.Getenv("MD_TEST_HOLD_PORT")
+	if p == "" {
+		t.Skip("the other process of TestFreePortLockedAcrossProcesses")
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !lockPort(port) {
+		t.Fatalf("port %d: not locked", port)
+	}
+	fmt.Println("held")
+	_, _ = io.Copy(io.Discard, os.Stdin)
 }
