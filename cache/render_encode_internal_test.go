@@ -49,7 +49,7 @@ func FuzzMarshalMatchesStdlib(f *testing.F) {
 		resolved, result := ts.Add(-time.Hour), relation
 		m := store.Market{
 			ID: "m-" + title, EventID: e.ID, Version: version, Title: title, Status: store.StatusResolved,
-			Venues: map[string]string{store.Venues[0]: venueID, store.Venues[2]: category, "z" + title: relation},
+			Venues:     map[string]string{store.Venues[0]: venueID, store.Venues[2]: category, "z" + title: relation},
 			ResolvedAt: &resolved, Result: &result, UpdatedAt: ts, Matches: matches,
 		}
 		q := store.Quote{Bid: &bid, Ask: &ask, Last: &volume, Volume24h: size}
@@ -63,6 +63,7 @@ func FuzzMarshalMatchesStdlib(f *testing.F) {
 			"event read": eventRead{eventSummary: summaryOf(&e),
 				Markets: []marketItem{itemOf(&plain)}, RecentlyResolved: []marketItem{itemOf(&m)}},
 			"market item":            itemOf(&m),
+			"market item (active)":   itemOf(&store.Market{ID: title, EventID: category, Status: store.StatusActive, Title: relation}),
 			"price item":             priceItemOf(store.MarketDoc{ID: m.ID, Market: &plain, Price: &p}),
 			"price item (inverted)":  priceItemOf(store.MarketDoc{ID: m.ID, Market: &m, Price: &p}),
 			"trade item":             tradeItemOf(&store.Trade{MarketID: m.ID, TradeID: title, Venue: venueID, Price: bid, Size: size, Side: category, TS: ts}),

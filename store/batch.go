@@ -70,6 +70,9 @@ type EventDoc struct {
 }
 
 // MarketDoc is everything the cached price item of one market derives from.
+// A batch's Market and Event may be the ones its process's deps cache holds
+// (shared with later batches and, for Event, with other markets): read them,
+// never write them.
 type MarketDoc struct {
 	ID     string
 	Rev    int64

@@ -87,7 +87,7 @@ func run() int {
 	fs.StringVar(&o.NATSURL, "nats", "nats://127.0.0.1:4222", "NATS URL")
 	fs.BoolVar(&o.Usage, "usage", true, "count usage in the API nodes; -usage=false starts them with --usage=false (run a bench both ways to see what counting costs)")
 	fs.BoolVar(&o.Profile, "profile", false, "reads: take a CPU profile of the API on every route, not only on those that missed a goal; stream: of the node in the steady phase; poll: of one API node and of ingest in the last round")
-	fs.DurationVar(&timeout, "timeout", 0, "how long each benchmark may take in all (default: its own, in the list above; raise it for big worlds, whose seed alone can take minutes)")
+	fs.DurationVar(&timeout, "timeout", 0, "how long each benchmark may take in all (default: its own, shown after \"at most\" in the list above; raise it for big worlds, whose seed alone can take minutes)")
 	fs.DurationVar(&world.DrainTimeout, "drain", world.DrainTimeout, "how long a phase waits for ingest to drain its stream (raise it for big worlds)")
 	ingest.Flags(fs, &ingest.Params)
 	poll.Flags(fs, &poll.Params)
@@ -101,7 +101,7 @@ func run() int {
 		var u strings.Builder
 		u.WriteString("usage: mdbench [flags] [bench...]\n\nbenchmarks:\n")
 		for _, b := range benches {
-			fmt.Fprintf(&u, "  %-8s %s\n", b.Name, b.Help)
+			fmt.Fprintf(&u, "  %-8s %s (at most %s)\n", b.Name, b.Help, b.Timeout)
 		}
 		u.WriteString("\nflags:\n")
 		_, _ = fmt.Fprint(fs.Output(), u.String()) // a closed terminal has no usage to show

@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -42,7 +43,7 @@ func FreePort(t testing.TB) int {
 	defer portsMu.Unlock()
 	for range 1000 {
 		port := freePortLow + rand.IntN(freePortHigh-freePortLow)
-		if portsGiven[port] || !lockPort(port) {
+		if portsGiven[port] || !lockPort(t, port) {
 			continue
 		}
 		portsGiven[port] = true // given or not, this process now holds its lock
@@ -69,24 +70,29 @@ var (
 )
 
 // portLockDir holds one lock file per port any test process of this user
-// was given (a user's own: another's files could not be opened).
+// was given. Processes exclude each other only when they share it: the same
+// user and the same TMPDIR (as `go test` gives every test binary it runs).
 var portLockDir = filepath.Join(os.TempDir(), "marketdata-test-ports-"+strconv.Itoa(os.Getuid()))
 
 // lockPort takes the exclusive lock of port's file without waiting and
 // keeps it for the rest of the process; false when another process holds
-// it (or the file cannot be made, which would also make FreePort fail
-// loudly rather than hand out an unguarded port after 1000 tries).
-func lockPort(port int) bool {
-	if err := os.MkdirAll(portLockDir, 0o777); err != nil {
-		return false
+// it. Anything else that stops it (the directory or file cannot be made)
+// fails the test with the cause, rather than 1000 tries later as "none free".
+func lockPort(t testing.TB, port int) bool {
+	t.Helper()
+	if err := os.MkdirAll(portLockDir, 0o700); err != nil {
+		t.Fatalf("free port: %v", err)
 	}
-	f, err := os.OpenFile(filepath.Join(portLockDir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	f, err := os.OpenFile(filepath.Join(portLockDir, strconv.Itoa(port)), os.O_CREATE|os.O_RDONLY, 0o600)
 	if err != nil {
-		return false
+		t.Fatalf("free port: %v", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return false
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false
+		}
+		t.Fatalf("free port: lock %s: %v", f.Name(), err)
 	}
 	portLocks = append(portLocks, f)
 	return true

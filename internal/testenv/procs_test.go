@@ -106,6 +106,7 @@ func TestFreePortLockedAcrossProcesses(t *testing.T) {
 	releasePortLock(t, port) // as if this process had never been given it
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldPortHelper$")
 	cmd.Env = append(os.Environ(), "MD_TEST_HOLD_PORT="+strconv.Itoa(port))
+	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -120,16 +121,23 @@ func TestFreePortLockedAcrossProcesses(t *testing.T) {
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != "held" {
 		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		t.Fatalf("helper: %q, %v", line, err)
 	}
-	if lockPort(port) {
+	portsMu.Lock()
+	locked := lockPort(t, port)
+	portsMu.Unlock()
+	if locked {
 		t.Errorf("port %d: locked here while another process holds it", port)
 	}
 	stdin.Close()
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("helper: %v", err)
 	}
-	if !lockPort(port) {
+	portsMu.Lock()
+	locked = lockPort(t, port)
+	portsMu.Unlock()
+	if !locked {
 		t.Errorf("port %d: still refused after the other process ended", port)
 	}
 }
@@ -161,7 +169,7 @@ func TestHoldPortHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !lockPort(port) {
+	if !lockPort(t, port) {
 		t.Fatalf("port %d: not locked", port)
 	}
 	fmt.Println("held")
