@@ -32,7 +32,7 @@ func stdMarshal(t *testing.T, v any) []byte {
 // differs would be a changed answer.
 func FuzzMarshalMatchesStdlib(f *testing.F) {
 	f.Add("Will it rain in Paris?", "weather", "complement", "ticker-1", 0.42, 0.58, 1234.5, 0.1, int64(7))
-	f.Add("<b>&amp;</b> \u2028\u2029 \x00\x1f \"q\" \\", "a&b", "identity", "", 1e-7, 1e21, -0.0, 5e-324, int64(-1))
+	f.Add("<b>&amp;</b> \u2028\u2029 \x00\x1f \"q\" \\", "a&b", "identity", "", 1e-7, 1e21, math.Copysign(0, -1), 5e-324, int64(-1))
 	f.Add("\xff\xfe\xed\xa0\x80 ünï©ødé 🎲", "\t\n", "subset", "\xc3", 0.0000012345, 123456789012345678901.0, 1.7976931348623157e308, 100.0, int64(math.MaxInt64))
 	f.Fuzz(func(t *testing.T, title, category, relation, venueID string, bid, ask, volume, size float64, version int64) {
 		for _, x := range []float64{bid, ask, volume, size} {

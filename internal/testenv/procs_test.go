@@ -130,7 +130,9 @@ func TestFreePortLockedAcrossProcesses(t *testing.T) {
 	if locked {
 		t.Errorf("port %d: locked here while another process holds it", port)
 	}
-	stdin.Close()
+	if err := stdin.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("helper: %v", err)
 	}
@@ -150,7 +152,7 @@ func releasePortLock(t *testing.T, port int) {
 	name := filepath.Join(portLockDir, strconv.Itoa(port))
 	for i, f := range portLocks {
 		if f.Name() == name {
-			f.Close()
+			_ = f.Close() // read-only: closing it only drops the lock
 			portLocks = append(portLocks[:i], portLocks[i+1:]...)
 			return
 		}
