@@ -24,7 +24,10 @@ func stdMarshal(t *testing.T, v any) []byte {
 }
 
 // FuzzMarshalMatchesStdlib holds the cache's encoder to encoding/json's
-// bytes on every rendered type: an event read and its listing summary, a
+// bytes, and a price item rendered from the deps cache's projection of a
+// market (store.PriceItemMarket) to the one rendered from its row: both
+// are what every node serves and hashes into ETags. The encoder is held to
+// encoding/json's bytes on every rendered type: an event read and its listing summary, a
 // market item, a price item (plain and with a complement venue inverted) and
 // a trade item, built from arbitrary strings (invalid UTF-8, U+2028, HTML
 // characters, control bytes) and numbers (tiny, huge, negative zero). Every
@@ -69,6 +72,17 @@ func FuzzMarshalMatchesStdlib(f *testing.F) {
 			"trade item":             tradeItemOf(&store.Trade{MarketID: m.ID, TradeID: title, Venue: venueID, Price: bid, Size: size, Side: category, TS: ts}),
 			"trade item (inverted)":  tradeItem{TradeID: title, Price: ask, Inverted: true},
 			"price item (no quotes)": priceItem{MarketID: title},
+		}
+		// The deps cache keeps markets projected (store.PriceItemMarket):
+		// a price item from the projection is the one from the row.
+		for _, mk := range []*store.Market{&m, &plain, {ID: m.ID, EventID: e.ID, Status: store.StatusActive, Matches: matches}} {
+			r := Rules{Retention: time.Duration(version&0xffff) * time.Hour, Now: func() time.Time { return ts }}
+			row := r.RenderMarket(store.MarketDoc{ID: mk.ID, Market: mk, Event: &e, Price: &p})
+			proj := r.RenderMarket(store.MarketDoc{ID: mk.ID, Market: store.PriceItemMarket(mk), Event: &e, Price: &p})
+			if !bytes.Equal(row.Body, proj.Body) || row.Served != proj.Served || row.Inverted != proj.Inverted {
+				t.Errorf("status %s: price item from the row %q (served %v, inverted %q), from the projection %q (served %v, inverted %q)",
+					mk.Status, row.Body, row.Served, row.Inverted, proj.Body, proj.Served, proj.Inverted)
+			}
 		}
 		for name, v := range values {
 			if got, want := marshal(v), stdMarshal(t, v); !bytes.Equal(got, want) {

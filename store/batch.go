@@ -72,7 +72,9 @@ type EventDoc struct {
 // MarketDoc is everything the cached price item of one market derives from.
 // A batch's Market and Event may be the ones its process's deps cache holds
 // (shared with later batches and, for Event, with other markets): read them,
-// never write them.
+// never write them. A batch of prices and trades only (the one-round-trip
+// path) carries the market as PriceItemMarket projects it; the other
+// batches and the reads carry the whole row.
 type MarketDoc struct {
 	ID     string
 	Rev    int64
@@ -244,7 +246,7 @@ func (s *Store) applyOnce(ctx context.Context, b *Batch) (*Result, error) {
 	for i := range res.Markets {
 		d := &res.Markets[i]
 		if stamp, ok := marketStamps[d.ID]; ok {
-			d.Event = s.deps.put(d.ID, stamp, d.Market, d.Event)
+			d.Event = s.deps.put(d.ID, stamp, PriceItemMarket(d.Market), d.Event)
 		}
 	}
 	return res, nil

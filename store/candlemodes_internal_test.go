@@ -36,6 +36,9 @@ func TestCandleModes(t *testing.T) {
 			}
 		}
 		want := candleModes(&m)
+		if got := candleModes(PriceItemMarket(&m)); got != want {
+			t.Errorf("relations %q: the deps cache's projection gives modes %q, the row %q", rels, got, want)
+		}
 		for _, v := range []any{byVenue, m.Matches} {
 			js, err := json.Marshal(v)
 			if err != nil {

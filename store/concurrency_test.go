@@ -212,7 +212,7 @@ func TestApplyBatchConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := snap.MarketDocs(t.Context(), func(d store.MarketDoc) error {
-		if got, want := show(o.markets[d.ID]), show(d); got != want {
+		if got, want := show(priceView(o.markets[d.ID])), show(priceView(d)); got != want {
 			t.Errorf("market document %s, last answered:\n got %s\nwant %s", d.ID, got, want)
 		}
 		return nil

@@ -28,7 +28,8 @@ func (r revTracker) check(t *testing.T, res *store.Result) {
 	}
 }
 
-// eventDocs and marketDocs render documents in id order with Rev cleared.
+// eventDocs and marketDocs render documents in id order with Rev cleared
+// (market documents as the price path carries them, priceView).
 func eventDocs(docs []store.EventDoc) string {
 	docs = slices.Clone(docs)
 	slices.SortFunc(docs, func(a, b store.EventDoc) int { return strings.Compare(a.ID, b.ID) })
@@ -42,6 +43,7 @@ func marketDocs(docs []store.MarketDoc) string {
 	docs = slices.Clone(docs)
 	slices.SortFunc(docs, func(a, b store.MarketDoc) int { return strings.Compare(a.ID, b.ID) })
 	for i := range docs {
+		docs[i] = priceView(docs[i]) // a batch of prices carries the projection
 		docs[i].Rev = 0
 	}
 	return show(docs)

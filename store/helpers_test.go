@@ -126,6 +126,14 @@ func newTrade(marketID, tradeID string, ts time.Time) store.Trade {
 
 // show renders v for comparison and messages: pointers by value, times in
 // RFC 3339 with their zone (so a non-UTC time differs from its UTC twin).
+// priceView is d as the price path carries it: the market projected to
+// what its price item derives from (store.PriceItemMarket). Documents are
+// compared this way wherever one side may come from a batch of prices.
+func priceView(d store.MarketDoc) store.MarketDoc {
+	d.Market = store.PriceItemMarket(d.Market)
+	return d
+}
+
 func show(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -142,7 +142,8 @@ func TestMatchesStored(t *testing.T) {
 		t.Errorf("after a newer market: matches %s, want %s", got, want)
 	}
 	res = apply(t, s, &store.Batch{Prices: []store.Price{newPrice("m1", 3)}})
-	check("price batch after the market changed", res.Markets[0].Market.Matches, show(newer.Matches))
+	// A price's document carries each venue's relation (store.PriceItemMarket).
+	check("price batch after the market changed", res.Markets[0].Market.Matches, show(store.PriceItemMarket(&newer).Matches))
 	check("price batch after the event changed", res.Markets[0].Event.Matches, none)
 }
 

@@ -130,7 +130,7 @@ func (s *Store) scanPriceDocs(rows pgx.Rows, prices []Price, cached []depsEntry,
 		if c := cached[i]; c.deps == deps {
 			d.Market, d.Event = c.market, c.event
 		} else {
-			d.Market, d.Event = nm.market(), ne.event()
+			d.Market, d.Event = PriceItemMarket(nm.market()), ne.event()
 			d.Event = s.deps.put(id, deps, d.Market, d.Event)
 		}
 		if wrote {

@@ -82,7 +82,10 @@ func TestSnapshotDocs(t *testing.T) {
 		}
 		var want []store.MarketDoc
 		for _, id := range []string{"M-1", "m-1", "m-3", "m_2", "zz-orphan"} {
-			want = append(want, lastMarkets[id])
+			want = append(want, priceView(lastMarkets[id]))
+		}
+		for i := range got {
+			got[i] = priceView(got[i])
 		}
 		if show(got) != show(want) {
 			t.Errorf("MarketDocs:\n got %s\nwant %s", show(got), show(want))
