@@ -27,3 +27,21 @@ func TestTuneAPIGC(t *testing.T) {
 		t.Errorf("GOGC=200: runtime at %d, want 200", got)
 	}
 }
+
+func TestTuneIngestGC(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+
+	t.Setenv("GOGC", "")
+	if got := tuneIngestGC(); got != ingestGCPercent {
+		t.Errorf("GOGC unset: percent %d, want %d", got, ingestGCPercent)
+	}
+	if got := debug.SetGCPercent(100); got != ingestGCPercent {
+		t.Errorf("GOGC unset: runtime at %d, want %d", got, ingestGCPercent)
+	}
+	t.Setenv("GOGC", "150")
+	debug.SetGCPercent(150)
+	if got := tuneIngestGC(); got != 150 {
+		t.Errorf("GOGC=150: percent %d, want 150 (the operator's)", got)
+	}
+}

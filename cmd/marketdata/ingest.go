@@ -37,6 +37,7 @@ func (c *cli) ingestCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			log.Debug("garbage collection", "gogc", tuneIngestGC())
 			return runIngest(cmd.Context(), cfg, ic, log, newRegistry(), nil)
 		},
 	}
