@@ -97,7 +97,7 @@ func TestCandlesReference(t *testing.T) {
 	// the reads below come from the 1m store and the coarse tables.
 	eventually(t, 20*time.Second, "the worker folds the candle queues", func() error {
 		var n int
-		if err := e.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM candle_points_new) + (SELECT count(*) FROM candle_trades_new)`).Scan(&n); err != nil {
+		if err := e.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM candle_points_new) + (SELECT count(*) FROM candle_point_batch_rows) + (SELECT count(*) FROM candle_trades_new)`).Scan(&n); err != nil {
 			return err
 		}
 		if n > 0 {

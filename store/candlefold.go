@@ -75,15 +75,36 @@ func addState(into **seriesState, st *seriesState) {
 // moveQueuedSQL takes what a queue holds, appends it to the 1m store and
 // returns how many rows it moved, with each one whose ts is before $1 (late:
 // its bucket was closed), or one row of NULLs beside the count when none is.
+// %[2]s adds the queue's other sources to moved (see movePointsSQL).
 const moveQueuedSQL = `
-	WITH moved AS (
+	WITH moved_rows AS (
 	    DELETE FROM %[1]s_new RETURNING *
-	), kept AS (
+	)%[2]s, kept AS (
 	    INSERT INTO %[1]s SELECT * FROM moved
 	)
 	SELECT c.n, m.*
 	FROM (SELECT count(*) AS n FROM moved) c
 	LEFT JOIN moved m ON m.ts < $1`
+
+var (
+	// movePointsSQL moves the points queue: its rows (what a release before
+	// migration 009 queued) and its batches' points.
+	movePointsSQL = fmt.Sprintf(moveQueuedSQL, "candle_points", `, moved_batches AS (
+	    DELETE FROM candle_point_batches RETURNING *
+	), moved AS (
+	    SELECT * FROM moved_rows
+	    UNION ALL
+	    SELECT p.*
+	    FROM moved_batches b
+	    CROSS JOIN LATERAL unnest(b.market_id, b.ts, b.version, b.present, b.all_bid, b.all_ask,
+	                              b.a_bid, b.a_ask, b.b_bid, b.b_ask, b.c_bid, b.c_ask, b.d_bid, b.d_ask)
+	        AS p(market_id, ts, version, present, all_bid, all_ask, a_bid, a_ask, b_bid, b_ask, c_bid, c_ask, d_bid, d_ask)
+	)`)
+	// moveTradesSQL moves the trades queue.
+	moveTradesSQL = fmt.Sprintf(moveQueuedSQL, "candle_trades", `, moved AS (
+	    SELECT * FROM moved_rows
+	)`)
+)
 
 // FoldResult is what one FoldCandles did.
 type FoldResult struct {
@@ -209,7 +230,7 @@ func takeQueued(ctx context.Context, tx pgx.Tx, mark time.Time) ([]candleRow, in
 	for i := range p.vals {
 		dest = append(dest, &p.vals[i])
 	}
-	rows, err := tx.Query(ctx, fmt.Sprintf(moveQueuedSQL, "candle_points"), mark)
+	rows, err := tx.Query(ctx, movePointsSQL, mark)
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -231,7 +252,7 @@ func takeQueued(ctx context.Context, tx pgx.Tx, mark time.Time) ([]candleRow, in
 	var venue *int16
 	var price, size *float64
 	var counts *bool
-	rows, err = tx.Query(ctx, fmt.Sprintf(moveQueuedSQL, "candle_trades"), mark)
+	rows, err = tx.Query(ctx, moveTradesSQL, mark)
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -322,7 +343,7 @@ func coarseUpsertSQL(table string) string {
 // or not at all (this project's test machine runs without it). A few
 // milliseconds for tables that hold a second of rows.
 func (s *Store) VacuumCandleQueues(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, `VACUUM (SKIP_LOCKED) candle_points_new, candle_trades_new`); err != nil {
+	if _, err := s.pool.Exec(ctx, `VACUUM (SKIP_LOCKED) candle_points_new, candle_point_batches, candle_trades_new`); err != nil {
 		return fmt.Errorf("store: vacuum the candle queues: %w", err)
 	}
 	return nil

@@ -249,17 +249,24 @@ func buildCandleRead(layers []string, k int, s string) candleRead {
 		store = ` AND ts >= COALESCE((SELECT closed FROM candle_fold), '-infinity')`
 	}
 	var points, trades, inForce, any []string
-	for _, f := range []struct{ suffix, cond string }{{"", store}, {"_new", ""}} {
+	// The sources: the 1m store, the queues' rows, the queued batches'
+	// points (migration 009; trades are queued as rows only).
+	for _, f := range []struct{ points, trades, cond string }{
+		{"candle_points", "candle_trades", store},
+		{"candle_points_new", "candle_trades_new", ""},
+		{"candle_point_batch_rows", "", ""},
+	} {
 		pc, tc := f.cond+pointCond, f.cond+tradeCond
-		points = append(points, `SELECT ts, version, present, `+col+`_bid, `+col+`_ask FROM candle_points`+f.suffix+`
+		points = append(points, `SELECT ts, version, present, `+col+`_bid, `+col+`_ask FROM `+f.points+`
 		WHERE market_id = $1 AND ts >= $2 AND ts < $3`+pc)
-		trades = append(trades, `SELECT * FROM candle_trades`+f.suffix+`
-		WHERE market_id = $1 AND ts >= $2 AND ts < $3`+tc)
-		inForce = append(inForce, `(SELECT ts, version, `+col+`_bid, `+col+`_ask FROM candle_points`+f.suffix+`
+		inForce = append(inForce, `(SELECT ts, version, `+col+`_bid, `+col+`_ask FROM `+f.points+`
 		 WHERE market_id = $1 AND ts < $2`+pc+` ORDER BY ts DESC, version DESC LIMIT 1)`)
-		any = append(any,
-			`EXISTS (SELECT 1 FROM candle_points`+f.suffix+` WHERE market_id = $1 AND ts < $2`+pc+`)`,
-			`EXISTS (SELECT 1 FROM candle_trades`+f.suffix+` WHERE market_id = $1 AND ts < $2`+tc+`)`)
+		any = append(any, `EXISTS (SELECT 1 FROM `+f.points+` WHERE market_id = $1 AND ts < $2`+pc+`)`)
+		if f.trades != "" {
+			trades = append(trades, `SELECT * FROM `+f.trades+`
+		WHERE market_id = $1 AND ts >= $2 AND ts < $3`+tc)
+			any = append(any, `EXISTS (SELECT 1 FROM `+f.trades+` WHERE market_id = $1 AND ts < $2`+tc+`)`)
+		}
 	}
 	last := fmt.Sprintf("%[1]s_last_ts, %[1]s_last_version, %[1]s_last_bid, %[1]s_last_ask", s)
 	inForce = append(inForce, `(SELECT `+last+` FROM `+candleBefore+`

@@ -220,6 +220,72 @@ func TestCandlesRandomBatches(t *testing.T) {
 	compareCandles(t, s, m, markets, cbase.Add(-time.Hour), cbase.Add(26*time.Hour))
 }
 
+// TestCandlePointsQueuedPacked: a batch statement queues its points as one
+// row of candle_point_batches (migration 009), however many there are, and
+// none for a batch that applied none; reads take them before the fold, and
+// the fold moves them. Rows an older release queued in candle_points_new
+// (one a point, during a rolling upgrade) are read and folded beside them.
+func TestCandlePointsQueuedPacked(t *testing.T) {
+	t.Parallel()
+	s, pool := setup(t)
+	ctx := t.Context()
+	m := candletest.New()
+	markets := []string{"Q1", "Q2", "Q3"}
+	queued := func() (batches, points, rows int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM candle_point_batches),
+			(SELECT count(*) FROM candle_point_batch_rows), (SELECT count(*) FROM candle_points_new)`).Scan(&batches, &points, &rows); err != nil {
+			t.Fatal(err)
+		}
+		return batches, points, rows
+	}
+	// Q1 twice in one batch: both versions count (each is a point).
+	applyBoth(t, s, m, []store.Price{
+		cprice("Q1", 1, at(10, 0), "venue_a", quote(0.40, 0.42)),
+		cprice("Q1", 2, at(10, 30), "venue_a", quote(0.41, 0.43), "venue_b", quote(0.39, 0.45)),
+		cprice("Q2", 1, at(11, 0), "venue_b", quote(0.60, 0.62)),
+	}, nil)
+	if b, p, r := queued(); b != 1 || p != 3 || r != 0 {
+		t.Fatalf("after a batch of 3 points: %d queued batches holding %d points, %d queued rows; want 1, 3, 0", b, p, r)
+	}
+	// Versions not above the stored ones: no point, so no row at all.
+	applyBoth(t, s, m, []store.Price{cprice("Q1", 2, at(12, 0), "venue_a", quote(0.10, 0.90))}, nil)
+	if b, p, _ := queued(); b != 1 || p != 3 {
+		t.Fatalf("after a batch that applied nothing: %d queued batches holding %d points; want 1, 3", b, p)
+	}
+	compareCandles(t, s, m, markets, cbase.Add(-time.Hour), cbase.Add(2*time.Hour))
+
+	// What an older release queues: one candle_points_new row a point.
+	applyBoth(t, s, m, []store.Price{
+		cprice("Q2", 2, at(16, 0), "venue_b", quote(0.58, 0.61)),
+		cprice("Q3", 1, at(17, 0), "venue_c", quote(0.20, 0.30)),
+	}, nil)
+	if _, err := pool.Exec(ctx, `WITH b AS (
+		DELETE FROM candle_point_batches WHERE 'Q3' = ANY(market_id) RETURNING *
+	)
+	INSERT INTO candle_points_new
+	SELECT p.* FROM b CROSS JOIN LATERAL unnest(b.market_id, b.ts, b.version, b.present, b.all_bid, b.all_ask,
+		b.a_bid, b.a_ask, b.b_bid, b.b_ask, b.c_bid, b.c_ask, b.d_bid, b.d_ask) AS p`); err != nil {
+		t.Fatal(err)
+	}
+	if b, p, r := queued(); b != 1 || p != 3 || r != 2 {
+		t.Fatalf("after moving a batch to the row queue: %d queued batches holding %d points, %d queued rows; want 1, 3, 2", b, p, r)
+	}
+	compareCandles(t, s, m, markets, cbase.Add(-time.Hour), cbase.Add(2*time.Hour))
+
+	res, err := s.FoldCandles(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Points != 5 {
+		t.Errorf("the fold moved %d points, want 5", res.Points)
+	}
+	if b, p, r := queued(); b != 0 || p != 0 || r != 0 {
+		t.Fatalf("after the fold: %d queued batches holding %d points, %d queued rows; want none", b, p, r)
+	}
+	compareCandles(t, s, m, markets, cbase.Add(-time.Hour), cbase.Add(2*time.Hour))
+}
+
 // TestCandlesFoldMarks: the fold's marks move through the data while more
 // of it comes: each fold closes up to where the data has come (now follows
 // its clock), so later messages are partly open, partly late for the 5m

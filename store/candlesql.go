@@ -82,18 +82,27 @@ const pointsPart = `pt AS (
     WHERE NOT pt.multi
        OR pt.version > COALESCE((SELECT p0.version FROM prices p0 WHERE p0.market_id = pt.market_id), 0)
 ), cp AS (
-    INSERT INTO candle_points_new (market_id, ts, version, present, all_bid, all_ask,
-        a_bid, a_ask, b_bid, b_ask, c_bid, c_ask, d_bid, d_ask)
-    SELECT market_id, ts, version, present, all_bid, all_ask, a_bid, a_ask, b_bid, b_ask, c_bid, c_ask, d_bid, d_ask
-    FROM pv
-    WHERE modes = now_modes
-    UNION ALL
-    SELECT market_id, ts, version, present, q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10]
+    -- One row for the statement's points (migration 009), none when it has
+    -- none; a point whose modes turned out stale is requoted.
+    INSERT INTO candle_point_batches
+    SELECT array_agg(market_id), array_agg(ts), array_agg(version), array_agg(present),
+           array_agg(CASE WHEN q IS NULL THEN all_bid ELSE q[1] END),
+           array_agg(CASE WHEN q IS NULL THEN all_ask ELSE q[2] END),
+           array_agg(CASE WHEN q IS NULL THEN a_bid ELSE q[3] END),
+           array_agg(CASE WHEN q IS NULL THEN a_ask ELSE q[4] END),
+           array_agg(CASE WHEN q IS NULL THEN b_bid ELSE q[5] END),
+           array_agg(CASE WHEN q IS NULL THEN b_ask ELSE q[6] END),
+           array_agg(CASE WHEN q IS NULL THEN c_bid ELSE q[7] END),
+           array_agg(CASE WHEN q IS NULL THEN c_ask ELSE q[8] END),
+           array_agg(CASE WHEN q IS NULL THEN d_bid ELSE q[9] END),
+           array_agg(CASE WHEN q IS NULL THEN d_ask ELSE q[10] END)
     FROM (
-        SELECT pv.*, candle_requote(modes, now_modes, ARRAY[a_bid, a_ask, b_bid, b_ask, c_bid, c_ask, d_bid, d_ask]) AS q
+        SELECT pv.*, CASE WHEN modes <> now_modes
+                          THEN candle_requote(modes, now_modes, ARRAY[a_bid, a_ask, b_bid, b_ask, c_bid, c_ask, d_bid, d_ask])
+                     END AS q
         FROM pv
-        WHERE modes <> now_modes
     ) s
+    HAVING count(*) > 0
 )`
 
 // tradesPart is the trades' CTEs; {tN} are its parameters.
