@@ -20,7 +20,8 @@ import (
 //	        series computed by ingest from the modes it holds;
 //	cp      queues the points whose market's price was written and whose
 //	        version is above the one stored before: as sent where r's modes
-//	        are the ones ingest used, requoted (candle_requote) where not;
+//	        are the ones ingest used, requoted (candle_requote) where not,
+//	        as one row of arrays (candle_point_batches, migration 009);
 //	t, ins  the trades, inserted as before;
 //	tm, tv  each trade's market's modes, as r, and the trades inserted now
 //	        in the market's terms;
