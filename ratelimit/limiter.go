@@ -11,6 +11,8 @@ package ratelimit
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -88,8 +90,17 @@ type Limiter struct {
 	refunding chan struct{}
 	// Counts of the admission round trips, for Register.
 	trips, admitted, windowCalls, refundFailures atomic.Uint64
-	// suspectsHeard counts the first failures this node heard published.
-	suspectsHeard atomic.Uint64
+	// suspectsHeard counts the first failures this node heard published;
+	// unconfirmed the blocks answered before every node confirmed hearing
+	// of the address (awaitHeard).
+	suspectsHeard, unconfirmed atomic.Uint64
+	// id names this node in the addresses' heard sets (heardKey).
+	id string
+	// heard takes the addresses this node heard, for confirmHeard.
+	heard chan heardAck
+	// hearDelay delays the subscriber's reading of each publication (tests:
+	// a node slow to hear).
+	hearDelay time.Duration
 	// leased counts the requests admitted from a lease, with no round trip.
 	leased atomic.Uint64
 
@@ -110,9 +121,12 @@ func New(rdb redis.UniversalClient, cfg Config, peers func() int, now func() tim
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	id := make([]byte, 8)
+	rand.Read(id) // crypto/rand.Read never fails
 	l := &Limiter{
 		rdb: rdb, cfg: cfg, fallback: newLocal(peers, now), refunding: make(chan struct{}, 8),
 		leases: newLeases(cfg.Limit, cfg.Window), suspects: newSuspects(),
+		id: hex.EncodeToString(id), heard: make(chan heardAck, heardQueue),
 	}
 	l.admits = newAdmitQueue(l)
 	return l, nil
@@ -128,6 +142,7 @@ func (l *Limiter) Run(ctx context.Context) {
 		return
 	}
 	go l.watchSuspects(ctx)
+	go l.confirmHeard(ctx)
 	l.runLeases(ctx)
 }
 
@@ -157,6 +172,9 @@ func (l *Limiter) Register(reg prometheus.Registerer) error {
 			Name: "marketdata_ratelimit_suspects_heard_total", Help: "First failed authentications of an address (published by the node that counted them) this node heard, and checks that address for a block from then on.",
 		}, func() float64 { return float64(l.suspectsHeard.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "marketdata_ratelimit_blocks_unconfirmed_total", Help: "Failed authentications that reached the limit and were answered before every node subscribed to first failures confirmed it had heard of the address (after 1 s): another node may have admitted the address's next request.",
+		}, func() float64 { return float64(l.unconfirmed.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "marketdata_ratelimit_leased_admissions_total", Help: "Requests admitted from a lease of their account's window, with no round trip.",
 		}, func() float64 { return float64(l.leased.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -179,6 +197,7 @@ func (l *Limiter) Config() Config { return l.cfg }
 func (l *Limiter) accountKey(account string) string { return l.cfg.Prefix + "{rl:" + account + "}" }
 func (l *Limiter) addressKey(addr string) string    { return l.cfg.Prefix + "{af:" + addr + "}" }
 func (l *Limiter) blockKey(addr string) string      { return l.cfg.Prefix + "{af:" + addr + "}:b" }
+func (l *Limiter) heardKey(addr string) string      { return l.cfg.Prefix + "{af:" + addr + "}:h" }
 func (l *Limiter) holesKey(account string) string   { return l.cfg.Prefix + "{rl:" + account + "}:h" }
 
 // blockedFor reads a PTTL of a block marker: blocked while it is positive.
@@ -210,7 +229,13 @@ func (l *Limiter) Blocked(ctx context.Context, addr string) (bool, time.Duration
 // counts the failure, across all nodes, in the same atomic step
 // (failOrBlockedScript). With Redis unreachable the node decides alone and
 // says so with an error.
+//
+// The failure that reaches the limit is answered only once every node
+// subscribed to first failures has confirmed it heard of the address, or
+// after heardWait (awaitHeard): so the next request, on any node, is
+// checked for the block.
 func (l *Limiter) FailOrBlocked(ctx context.Context, addr string) (bool, time.Duration, error) {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
 	// This node checks the address from now on, whatever the publication
@@ -227,6 +252,9 @@ func (l *Limiter) FailOrBlocked(ctx context.Context, addr string) (bool, time.Du
 	}
 	if vals[0] == 1 {
 		return true, time.Duration(vals[1]) * time.Millisecond, nil
+	}
+	if len(vals) > 2 && vals[2] == int64(l.cfg.AuthFailLimit) {
+		l.awaitHeard(parent, addr)
 	}
 	return false, 0, nil
 }

@@ -126,8 +126,8 @@ return 0
 //
 // KEYS[1] the address's counter; KEYS[2] its block marker; ARGV[1] window in
 // ms; ARGV[2] the limit; ARGV[3] the suspects channel; ARGV[4] the address.
-// Returns {blocked (0|1), ms left}: of the block when blocked, else of the
-// failure window.
+// Returns {blocked (0|1), ms left}: of the block when blocked, else {0, ms
+// left of the failure window, the failures counted}.
 var failOrBlockedScript = redis.NewScript(`
 local b = redis.call('PTTL', KEYS[2])
 if b > 0 then return {1, b} end
@@ -140,7 +140,7 @@ if ttl < 0 then
 end
 if n == 1 and ARGV[3] ~= '' then redis.call('PUBLISH', ARGV[3], ttl .. ' ' .. ARGV[4]) end
 if n >= tonumber(ARGV[2]) then redis.call('SET', KEYS[2], '1', 'PX', ttl) end
-return {0, ttl}
+return {0, ttl, n}
 `)
 
 // openStreamScript takes a slot for one stream of an account. The account's

@@ -141,8 +141,15 @@ func (l *Limiter) followSuspects(ctx context.Context) {
 			}
 		case *redis.Message:
 			if addr, left, ok := parseSuspect(m.Payload); ok {
+				if l.hearDelay > 0 {
+					time.Sleep(l.hearDelay)
+				}
 				l.suspects.add(addr, time.Now().Add(left))
 				l.suspectsHeard.Add(1)
+				select {
+				case l.heard <- heardAck{addr: addr, left: left}:
+				default: // confirmHeard is behind: the node that counts waits out heardWait
+				}
 			}
 		}
 	}
@@ -197,4 +204,105 @@ func (l *Limiter) readSuspects(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// The window a publication leaves: another node checks an address once it
+// has heard of it, a pub/sub delivery and a goroutine's turn after the first
+// failure, which on a saturated machine can take longer than the remaining
+// failures. So every node confirms what it heard, in a set per address
+// (heardKey, with the counter's hash tag and window), and the failure that
+// reaches the limit waits until the set has as many nodes as the channel
+// has subscribers (awaitHeard). A node not subscribed checks every address
+// (its set is not complete), so it need not confirm anything.
+
+// heardAck is an address this node heard of, with its window's time left.
+type heardAck struct {
+	addr string
+	left time.Duration
+}
+
+// heardQueue bounds the confirmations waiting to be sent; past it one is
+// dropped (the failure that reaches the limit then waits out heardWait).
+const heardQueue = 4096
+
+// heardWait bounds how long the failure that reaches the limit waits for the
+// confirmations: past it, it is answered and counted as unconfirmed.
+const heardWait = time.Second
+
+// confirmHeard records this node in the heard set of each address it heard
+// of, the waiting ones together in one round trip, until ctx ends.
+func (l *Limiter) confirmHeard(ctx context.Context) {
+	for {
+		var first heardAck
+		select {
+		case <-ctx.Done():
+			return
+		case first = <-l.heard:
+		}
+		p := l.rdb.Pipeline()
+		add := func(a heardAck) {
+			key := l.heardKey(a.addr)
+			p.SAdd(ctx, key, l.id)
+			p.PExpire(ctx, key, a.left)
+		}
+		add(first)
+	drain:
+		for p.Len() < 1000 {
+			select {
+			case a := <-l.heard:
+				add(a)
+			default:
+				break drain
+			}
+		}
+		tctx, cancel := context.WithTimeout(ctx, heardWait)
+		p.Exec(tctx) //nolint:errcheck // unconfirmed: the node that counts waits out heardWait and counts it
+		cancel()
+	}
+}
+
+// awaitHeard waits, up to heardWait, until every subscriber of the first
+// failures has confirmed it heard of addr. Without Run (no subscriber, every
+// address checked) there is nothing to wait for.
+func (l *Limiter) awaitHeard(ctx context.Context, addr string) {
+	if !l.running.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, heardWait)
+	defer cancel()
+	pause := time.Millisecond
+	for {
+		heard, err := l.rdb.SCard(ctx, l.heardKey(addr)).Result()
+		if err == nil {
+			if subs, err := l.subscribers(ctx); err == nil && heard >= subs {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			l.unconfirmed.Add(1)
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 20*time.Millisecond)
+	}
+}
+
+// subscribers counts the subscriptions to the first failures' channel: on
+// Redis Cluster a plain PUBLISH reaches every node's subscribers, so they
+// are summed over every node.
+func (l *Limiter) subscribers(ctx context.Context) (int64, error) {
+	ch := l.suspectsChannel()
+	c, ok := l.rdb.(*redis.ClusterClient)
+	if !ok {
+		n, err := l.rdb.PubSubNumSub(ctx, ch).Result()
+		return n[ch], err
+	}
+	var sum atomic.Int64
+	err := c.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+		n, err := node.PubSubNumSub(ctx, ch).Result()
+		sum.Add(n[ch])
+		return err
+	})
+	return sum.Load(), err
 }

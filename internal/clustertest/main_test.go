@@ -79,6 +79,8 @@ func cl(t *testing.T) *suite {
 		t.Skipf("cluster suite skipped: %s", skipReason)
 	case setupErr != nil:
 		t.Fatalf("cluster suite setup: %v", setupErr)
+	case the == nil:
+		t.Fatalf("the cluster suite was not started for %s: add it to suiteTests", t.Name())
 	}
 	return the
 }
@@ -92,7 +94,7 @@ func TestMain(m *testing.M) {
 var suiteTests = []string{
 	"TestNATSStreamLeaderKilled", "TestReadsSameOnAllNodes", "TestRateLimitExactAcrossNodes",
 	"TestCacheRebuildRaceOnCluster", "TestRedisMasterKilledUnderLoad", "TestReplicaStopped",
-	"TestStreamsAcrossNodes", "TestStreamsRedisMasterKilled",
+	"TestStreamsAcrossNodes", "TestStreamsRedisMasterKilled", "TestFailedAuthBlockAcrossNodes",
 }
 
 // selected reports whether this run may run one of the suite's tests.
