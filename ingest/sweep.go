@@ -110,7 +110,9 @@ func (w *Worker) Sweep(ctx context.Context) error {
 // project's test machine, measured with pg_stat_statements' planning time);
 // vacuuming after every fold, once a second, cost ingest's connections a
 // plan each a second. The points queue holds a row per batch statement
-// (migration 009), so ten seconds of dead rows are a few hundred.
+// (migration 009), so ten seconds of dead rows are a few hundred there; the
+// trades queue still holds a row per trade. The bound is per ingest process:
+// N workers vacuum up to N times in 10 s.
 const queueVacuumEvery = 10 * time.Second
 
 // foldCandles folds the candle queues every FoldEvery (store.FoldCandles)

@@ -258,7 +258,7 @@ func TestCandlePointsQueuedPacked(t *testing.T) {
 	// What an older release queues: one candle_points_new row a point.
 	applyBoth(t, s, m, []store.Price{
 		cprice("Q2", 2, at(16, 0), "venue_b", quote(0.58, 0.61)),
-		cprice("Q3", 1, at(17, 0), "venue_c", quote(0.20, 0.30)),
+		cprice("Q3", 1, at(17, 0), "venue_c", quote(0.20, 0.30), "venue_d", quote(0.22, 0.31)),
 	}, nil)
 	if _, err := pool.Exec(ctx, `WITH b AS (
 		DELETE FROM candle_point_batches WHERE 'Q3' = ANY(market_id) RETURNING *

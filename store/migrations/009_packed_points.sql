@@ -2,9 +2,9 @@
 --
 -- Ingest queued one candle_points_new row per applied price message: at
 -- 5,000 updates a second that is 5,000 heap inserts a second, each with its
--- WAL record, deleted again by the fold a second later and vacuumed: about a
--- third of what candles cost Postgres (docs/benchmarks.md, "Packed points
--- queue"). A batch statement now queues its points as one row of
+-- WAL record, deleted again by the fold a second later and vacuumed
+-- (docs/benchmarks.md, "2026-11-28 evening": a few µs of the ~28 µs candles
+-- cost an update under the poll load). A batch statement now queues its points as one row of
 -- candle_point_batches, one array per column of candle_points, in the same
 -- order in every array; the fold unnests them into the 1m store.
 --
@@ -15,7 +15,12 @@
 --
 -- The arrays are stored out of line uncompressed (EXTERNAL): a batch of 200
 -- points is ~20 kB, and compressing float arrays costs more CPU than the
--- few bytes it saves for a row that lives a second.
+-- few bytes it saves for a row that lives a second. Each array is one TOAST
+-- value (a chunk and its index entry, an OID from the cluster's counter):
+-- ~14 a batch statement instead of a heap row and WAL record a point.
+--
+-- Reads find the batches holding a market by `$1 = ANY(market_id)` before
+-- unnesting any (store.queuedBatchPoints); the view below is for people.
 CREATE TABLE candle_point_batches (
     market_id text[] COLLATE "C" NOT NULL,
     ts        timestamptz[]      NOT NULL,
