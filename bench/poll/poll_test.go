@@ -262,3 +262,16 @@ func TestPollSummaryAnswerStaleness(t *testing.T) {
 		t.Error("regressions in two rounds did not fail the run")
 	}
 }
+
+// TestPollRoundCellNamesACandleClose: a round whose API run held a 5m
+// candle close says so beside its Postgres CPU, which the close inflates.
+func TestPollRoundCellNamesACandleClose(t *testing.T) {
+	rd := PollRound{PG: &world.PGCPU{Cores: map[string]float64{"ingest": 0.6}}, PGPerAppliedUS: 169.4}
+	if got := pgRoundCell(rd); strings.Contains(got, "close") {
+		t.Errorf("a round without a close: %q names one", got)
+	}
+	rd.CandleClose = true
+	if got, want := pgRoundCell(rd), "169.4 µs (a 5m close), "; !strings.HasPrefix(got, want) {
+		t.Errorf("a round with a close: %q, want it to start with %q", got, want)
+	}
+}

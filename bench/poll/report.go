@@ -65,6 +65,10 @@ type PollRound struct {
 	// per applied price over the whole API run (as IngestApplied).
 	PG             *world.PGCPU `json:"postgres_cpu,omitempty"`
 	PGPerAppliedUS float64      `json:"postgres_cpu_per_applied_update_us"`
+	// CandleClose: ingest closed a 5m candle bucket during the API run (the
+	// fold's mark moved); a close of the world's load is one statement of
+	// seconds, which the round's Postgres CPU includes.
+	CandleClose bool `json:"candle_close"`
 }
 
 // PollSummary is the medians of the rounds (sums for the counts).
@@ -378,5 +382,9 @@ func pgRoundCell(rd PollRound) string {
 		return "n/a"
 	}
 	c := rd.PG.Cores
-	return fmt.Sprintf("%.1f µs, %.2f/%.2f/%.2f/%.2f", rd.PGPerAppliedUS, c[pollNames[0]], c[pollNames[1]], c["ingest"], c["other"])
+	closed := ""
+	if rd.CandleClose {
+		closed = " (a 5m close)"
+	}
+	return fmt.Sprintf("%.1f µs%s, %.2f/%.2f/%.2f/%.2f", rd.PGPerAppliedUS, closed, c[pollNames[0]], c[pollNames[1]], c["ingest"], c["other"])
 }

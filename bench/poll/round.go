@@ -123,6 +123,10 @@ func (e *roundEnv) round(ctx context.Context, pollers []*world.Poller, p PollPar
 		round.PGPerAppliedUS = measure.Round2(1e6 * pgWhole.Seconds["ingest"] / applied)
 	}
 	round.IngestFreshness = d.SecondsHistogram("marketdata_ingest_freshness_seconds")
+	// The fold's 5m mark moved: a close (in this world every bucket has
+	// data) fell inside the API run, and its Postgres CPU is in the round's.
+	const mark = "marketdata_ingest_candles_closed_timestamp_seconds"
+	round.CandleClose = after[mark] > before[mark]
 	if round.IngestBacklog, err = world.IngestBacklog(ctx, e.sb); err != nil {
 		return round, err
 	}
