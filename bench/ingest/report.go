@@ -113,6 +113,9 @@ func (r *IngestResult) Print() {
 			row("postgres "+ph.name, fmt.Sprintf("Postgres CPU per applied update %.1f µs (goal ≤ %.0f; ingest's backends %.2f s over %.0f applied); this run's backends: %s",
 				s.PGPerAppliedUS, world.GoalPGPerAppliedUS, s.PG.Seconds["ingest"], s.Applied, s.PG))
 		}
+		if s.CandleClose {
+			row("candles "+ph.name, "a 5m candle bucket was closed in this phase: its close is in the Postgres CPU and the freshness above")
+		}
 	}
 	tw.Print()
 	verdict := "all goals met"

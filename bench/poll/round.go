@@ -125,8 +125,7 @@ func (e *roundEnv) round(ctx context.Context, pollers []*world.Poller, p PollPar
 	round.IngestFreshness = d.SecondsHistogram("marketdata_ingest_freshness_seconds")
 	// The fold's 5m mark moved: a close (in this world every bucket has
 	// data) fell inside the API run, and its Postgres CPU is in the round's.
-	const mark = "marketdata_ingest_candles_closed_timestamp_seconds"
-	round.CandleClose = after[mark] > before[mark]
+	round.CandleClose = after[world.CandleMark] > before[world.CandleMark]
 	if round.IngestBacklog, err = world.IngestBacklog(ctx, e.sb); err != nil {
 		return round, err
 	}

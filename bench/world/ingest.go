@@ -26,7 +26,15 @@ type IngestSide struct {
 	// phase; PGPerAppliedUS is ingest's backends' µs per applied price.
 	PG             *PGCPU  `json:"postgres_cpu,omitempty"`
 	PGPerAppliedUS float64 `json:"postgres_cpu_per_applied_update_us"`
+	// CandleClose: ingest closed a 5m candle bucket during the phase (the
+	// fold's mark moved); a world loaded at once closes as one statement of
+	// seconds, which the phase's Postgres CPU and freshness include.
+	CandleClose bool `json:"candle_close"`
 }
+
+// CandleMark is ingest's metric of the fold's mark: it moves when a 5m
+// candle bucket is closed.
+const CandleMark = "marketdata_ingest_candles_closed_timestamp_seconds"
 
 // Phase deadlines; the whole benchmark stays under its 3-minute timeout.
 // DrainTimeout bounds a phase's wait for ingest to drain its stream (-drain:
@@ -90,12 +98,13 @@ func (ps phaseStart) End(ctx context.Context, child *Child) (IngestSide, error) 
 	}
 	d := m.Sub(ps.metrics)
 	side := IngestSide{
-		CPU:       cpu,
-		Applied:   d[`marketdata_ingest_messages_total{kind="price",outcome="applied"}`],
-		Ignored:   d[`marketdata_ingest_messages_total{kind="price",outcome="ignored"}`],
-		Batches:   d["marketdata_ingest_batches_total"],
-		Freshness: d.SecondsHistogram("marketdata_ingest_freshness_seconds"),
-		BatchTime: d.SecondsHistogram("marketdata_ingest_batch_seconds"),
+		CPU:         cpu,
+		Applied:     d[`marketdata_ingest_messages_total{kind="price",outcome="applied"}`],
+		Ignored:     d[`marketdata_ingest_messages_total{kind="price",outcome="ignored"}`],
+		Batches:     d["marketdata_ingest_batches_total"],
+		Freshness:   d.SecondsHistogram("marketdata_ingest_freshness_seconds"),
+		BatchTime:   d.SecondsHistogram("marketdata_ingest_batch_seconds"),
+		CandleClose: m[CandleMark] > ps.metrics[CandleMark],
 	}
 	if n := d["marketdata_ingest_batch_messages_count"]; n > 0 {
 		side.MeanBatch = measure.Round2(d["marketdata_ingest_batch_messages_sum"] / n)
