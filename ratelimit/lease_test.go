@@ -189,9 +189,9 @@ func TestSuspectsBlockAcrossNodes(t *testing.T) {
 	prefix := "t:"
 	cfg := Config{Limit: 100000, Window: time.Minute, AuthFailLimit: 5, AuthFailWindow: time.Minute, Prefix: prefix, Timeout: 2 * time.Second}
 	a, b := mustNewInternal(t, rdb, cfg), mustNewInternal(t, rdb, cfg)
-	// b hears each publication 300 ms late, as a node on a saturated machine
+	// b hears each publication 100 ms late, as a node on a saturated machine
 	// may: longer than a's remaining failures take.
-	b.hearDelay = 300 * time.Millisecond
+	b.hearDelay = 100 * time.Millisecond
 	runLimiter(t, a)
 	runLimiter(t, b)
 	awaitSure(t, a, true)

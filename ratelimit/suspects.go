@@ -239,25 +239,36 @@ func (l *Limiter) confirmHeard(ctx context.Context) {
 			return
 		case first = <-l.heard:
 		}
-		p := l.rdb.Pipeline()
-		add := func(a heardAck) {
-			key := l.heardKey(a.addr)
-			p.SAdd(ctx, key, l.id)
-			p.PExpire(ctx, key, a.left)
-		}
-		add(first)
+		acks := []heardAck{first}
 	drain:
-		for p.Len() < 1000 {
+		for len(acks) < 500 {
 			select {
 			case a := <-l.heard:
-				add(a)
+				acks = append(acks, a)
 			default:
 				break drain
 			}
 		}
-		tctx, cancel := context.WithTimeout(ctx, heardWait)
-		p.Exec(tctx) //nolint:errcheck // unconfirmed: the node that counts waits out heardWait and counts it
-		cancel()
+		// Once more after a failure (a reconnect, a moved slot); past that
+		// the node that counts waits out heardWait and counts it.
+		for try := range 2 {
+			p := l.rdb.Pipeline()
+			for _, a := range acks {
+				key := l.heardKey(a.addr)
+				p.SAdd(ctx, key, l.id)
+				p.PExpire(ctx, key, a.left)
+			}
+			tctx, cancel := context.WithTimeout(ctx, heardWait/4)
+			_, err := p.Exec(tctx)
+			cancel()
+			if err == nil || try == 1 || ctx.Err() != nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
 	}
 }
 
@@ -290,19 +301,34 @@ func (l *Limiter) awaitHeard(ctx context.Context, addr string) {
 
 // subscribers counts the subscriptions to the first failures' channel: on
 // Redis Cluster a plain PUBLISH reaches every node's subscribers, so they
-// are summed over every node.
+// are summed over every node (go-redis subscribes on the master of the
+// channel's slot, but a node may still hold subscriptions made before a
+// failover or a slot's move). A node that does not answer counts none: its
+// subscribers cannot hear anything either. It fails only when no node
+// answers.
 func (l *Limiter) subscribers(ctx context.Context) (int64, error) {
 	ch := l.suspectsChannel()
-	c, ok := l.rdb.(*redis.ClusterClient)
+	c, ok := l.rdb.(shardedClient)
 	if !ok {
 		n, err := l.rdb.PubSubNumSub(ctx, ch).Result()
 		return n[ch], err
 	}
-	var sum atomic.Int64
-	err := c.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
-		n, err := node.PubSubNumSub(ctx, ch).Result()
-		sum.Add(n[ch])
-		return err
+	var sum, answered atomic.Int64
+	c.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error { //nolint:errcheck // the callback never fails: a node that does not answer counts none
+		if n, err := node.PubSubNumSub(ctx, ch).Result(); err == nil {
+			sum.Add(n[ch])
+			answered.Add(1)
+		}
+		return nil
 	})
-	return sum.Load(), err
+	if answered.Load() == 0 {
+		return 0, errors.New("ratelimit: no Redis node answered PUBSUB NUMSUB")
+	}
+	return sum.Load(), nil
+}
+
+// shardedClient is a Redis Cluster client: *redis.ClusterClient, or a type
+// that embeds one (redisx.Cluster).
+type shardedClient interface {
+	ForEachShard(ctx context.Context, fn func(ctx context.Context, client *redis.Client) error) error
 }
