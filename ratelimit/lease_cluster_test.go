@@ -43,27 +43,13 @@ func TestSuspectsConfirmedOnCluster(t *testing.T) {
 		nodes = append(nodes, mustNewInternal(t, rdb, cfg))
 	}
 	a, b := nodes[0], nodes[1]
-	b.hearDelay = 100 * time.Millisecond
-	runLimiter(t, a)
-	runLimiter(t, b)
-	awaitSure(t, a, true)
-	awaitSure(t, b, true)
+	runWithLateHearer(t, a, b)
 	ctx := context.Background()
 	if n, err := a.subscribers(ctx); err != nil || n != 2 {
 		t.Fatalf("subscribers of the first failures on the cluster: %d, %v; want 2", n, err)
 	}
 	const bad = "203.0.113.9"
-	for i := range cfg.AuthFailLimit {
-		if blocked, _, err := a.FailOrBlocked(ctx, bad); err != nil || blocked {
-			t.Fatalf("failure %d: blocked %v, %v; want counted", i+1, blocked, err)
-		}
-	}
-	if b.suspects.clear(bad, time.Now()) {
-		t.Fatal("the failure that reached the limit was answered before node b heard of the address")
-	}
-	if n := a.unconfirmed.Load(); n != 0 {
-		t.Errorf("%d blocks answered unconfirmed, want 0", n)
-	}
+	failToLimitConfirmed(t, a, b, bad)
 	if adm, err := b.Admit(ctx, bad, "acc"); err != nil || !adm.Blocked {
 		t.Errorf("a good key from the blocked address on node b: %+v, %v; want blocked", adm, err)
 	}

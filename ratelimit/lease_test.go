@@ -189,29 +189,10 @@ func TestSuspectsBlockAcrossNodes(t *testing.T) {
 	prefix := "t:"
 	cfg := Config{Limit: 100000, Window: time.Minute, AuthFailLimit: 5, AuthFailWindow: time.Minute, Prefix: prefix, Timeout: 2 * time.Second}
 	a, b := mustNewInternal(t, rdb, cfg), mustNewInternal(t, rdb, cfg)
-	// b hears each publication 100 ms late, as a node on a saturated machine
-	// may: longer than a's remaining failures take.
-	b.hearDelay = 100 * time.Millisecond
-	runLimiter(t, a)
-	runLimiter(t, b)
-	awaitSure(t, a, true)
-	awaitSure(t, b, true)
+	runWithLateHearer(t, a, b)
 	ctx := context.Background()
 	const bad, good = "198.51.100.7", "192.0.2.1"
-	for i := range cfg.AuthFailLimit {
-		blocked, _, err := a.FailOrBlocked(ctx, bad)
-		if err != nil || blocked {
-			t.Fatalf("failure %d: blocked %v, %v; want counted", i+1, blocked, err)
-		}
-	}
-	// The failure that reached the limit was answered once b confirmed it
-	// heard of the address: b checks it from the very next request on.
-	if b.suspects.clear(bad, time.Now()) {
-		t.Fatal("the failure that reached the limit was answered before node b heard of the address")
-	}
-	if n := a.unconfirmed.Load(); n != 0 {
-		t.Errorf("%d blocks answered unconfirmed, want 0", n)
-	}
+	failToLimitConfirmed(t, a, b, bad)
 	for range 20 {
 		adm, err := b.Admit(ctx, bad, "acc")
 		if err != nil || !adm.Blocked {
@@ -236,6 +217,36 @@ func TestSuspectsBlockAcrossNodes(t *testing.T) {
 	}
 	if adm, err := b.Admit(ctx, bad, "acc"); err != nil || !adm.Blocked {
 		t.Fatalf("after resubscribing, the blocked address on node b: %+v, %v; want blocked", adm, err)
+	}
+}
+
+// runWithLateHearer runs a and b, b hearing each publication 100 ms late
+// (as a node on a saturated machine may: longer than a's remaining failures
+// take), until both sets of suspects are complete.
+func runWithLateHearer(t *testing.T, a, b *Limiter) {
+	t.Helper()
+	b.hearDelay = 100 * time.Millisecond
+	runLimiter(t, a)
+	runLimiter(t, b)
+	awaitSure(t, a, true)
+	awaitSure(t, b, true)
+}
+
+// failToLimitConfirmed counts a's limit of failures of addr on a, and
+// checks that the one that reached it was answered once b had heard of addr
+// (b checks it from the very next request on), not after the wait's bound.
+func failToLimitConfirmed(t *testing.T, a, b *Limiter, addr string) {
+	t.Helper()
+	for i := range a.cfg.AuthFailLimit {
+		if blocked, _, err := a.FailOrBlocked(context.Background(), addr); err != nil || blocked {
+			t.Fatalf("failure %d: blocked %v, %v; want counted", i+1, blocked, err)
+		}
+	}
+	if b.suspects.clear(addr, time.Now()) {
+		t.Fatal("the failure that reached the limit was answered before node b heard of the address")
+	}
+	if n := a.unconfirmed.Load(); n != 0 {
+		t.Errorf("%d blocks answered unconfirmed, want 0", n)
 	}
 }
 
