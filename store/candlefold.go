@@ -129,7 +129,7 @@ const foldBudget = time.Second
 //     buckets already closed (late) merge into the coarse tables at once;
 //  2. the buckets from the first one from the mark on that holds data, up
 //     to closeSpan of them, that ended closeGrace before now are closed:
-//     their 5m rows are built from the 1m store (closeBuckets), and the hours
+//     their 5m rows are built from the 1m store (closeSQL), and the hours
 //     and days the mark moves past are rolled up (rollHourSQL, rollDaySQL);
 //     the mark moves past them (to now's limit when no data is left).
 //
@@ -177,7 +177,7 @@ func (s *Store) FoldCandles(ctx context.Context, now time.Time) (FoldResult, err
 				if upTo.After(limit) {
 					upTo = limit
 				}
-				if err := closeBuckets(ctx, tx, b, upTo); err != nil {
+				if _, err := tx.Exec(ctx, closeSQL, b, upTo); err != nil {
 					return fmt.Errorf("close the buckets from %s: %w", b.Format(time.RFC3339), err)
 				}
 				closed = true
