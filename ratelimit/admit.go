@@ -43,6 +43,9 @@ func (l *Limiter) Admit(ctx context.Context, addr, account string) (Admission, e
 			return Admission{Window: res}, nil
 		}
 	}
+	if l.decideAlone() {
+		return l.fallbackAdmit(addr, account, errRedisDown)
+	}
 	a, wait, err := l.admitOnce(ctx, addr, account)
 	if err != nil || wait <= 0 {
 		if err == nil {
@@ -53,6 +56,10 @@ func (l *Limiter) Admit(ctx context.Context, addr, account string) (Admission, e
 	// Refused while another lease of the window may still be out: its
 	// unused places come back when it ends (within a sweep and a round
 	// trip after); ask again then, once.
+	// (The refund's round trip is allowed Timeout, not a slow Redis's
+	// wait: a refused request is not held a second for it. A refund
+	// slower than that leaves this one refused: under the limit, never
+	// over.)
 	t := time.NewTimer(min(wait, LongLeaseLength) + leaseSweep + l.cfg.Timeout)
 	defer t.Stop()
 	select {
@@ -62,6 +69,15 @@ func (l *Limiter) Admit(ctx context.Context, addr, account string) (Admission, e
 		return a, nil
 	}
 	if a, _, err = l.admitOnce(ctx, addr, account); err == nil {
+		if !a.Blocked && !a.Window.Allowed && l.leasing() {
+			// Refused again, while this node may hold a lease granted
+			// meanwhile to another round trip of the account (two senders
+			// run): its places are this request's before anyone's.
+			if res, ok := l.leases.handOut(account, time.Now()); ok {
+				a = Admission{Window: res}
+				l.leased.Add(1)
+			}
+		}
 		l.admitted.Add(1)
 	}
 	return a, err
@@ -75,7 +91,8 @@ var errQueueFull = errors.New("ratelimit: admission queue full")
 // of its window may still be out, for up to wait.
 func (l *Limiter) admitOnce(ctx context.Context, addr, account string) (Admission, time.Duration, error) {
 	req := &admitReq{addr: addr, account: account, done: make(chan struct{})}
-	timer := time.NewTimer(l.cfg.Timeout)
+	budget := l.budget()
+	timer := time.NewTimer(budget)
 	defer timer.Stop()
 	if err := l.admits.Put(ctx, req, timer.C); err != nil {
 		if errors.Is(err, batch.ErrFull) {
@@ -94,13 +111,18 @@ func (l *Limiter) admitOnce(ctx context.Context, addr, account string) (Admissio
 	}
 	if cause != nil {
 		if req.Abandon() {
-			// Never sent: nothing was counted in Redis; decide alone.
+			// Never sent: nothing was counted in Redis; decide alone. Not
+			// sent within a slow Redis's wait: the round trips before it
+			// got no answer for that long, so Redis counts as down.
+			if budget > l.cfg.Timeout && ctx.Err() == nil {
+				l.reached(false)
+			}
 			a, err := l.fallbackAdmit(addr, account, cause)
 			return a, 0, err
 		}
 		// A sender has it: Redis may count it already, so its decision is
 		// the one to give (deciding alone too would count the request twice).
-		// The sender's round trip is bounded by the same timeout, and a
+		// The sender's round trip is bounded by the same budget, and a
 		// refund after it, for a batch with a blocked address, by one more.
 		<-req.done
 	}
@@ -113,6 +135,7 @@ func (l *Limiter) admitOnce(ctx context.Context, addr, account string) (Admissio
 
 // fallbackAdmit is the node's own decision, when Redis did not decide.
 func (l *Limiter) fallbackAdmit(addr, account string, cause error) (Admission, error) {
+	l.alone.Add(1)
 	var a Admission
 	if a.Blocked, a.BlockedFor = l.fallback.blocked("af:"+addr, l.cfg.AuthFailLimit); !a.Blocked {
 		a.Window = l.fallback.allow("rl:"+account, l.cfg.Limit, l.cfg.Window)
@@ -175,7 +198,7 @@ func leaseLength(w []int64) time.Duration { return time.Duration(w[len(w)-1]) * 
 // call also asks for a lease for an account that sends this node many
 // requests (lease.go).
 func (l *Limiter) admitBatch(reqs []*admitReq) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), l.budget())
 	defer cancel()
 	sent := time.Now()
 	p := l.rdb.Pipeline()
@@ -209,6 +232,7 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 		}
 	}
 	l.rerunLost(ctx, groups)
+	l.reached(allAnswered(blocked, groups))
 	for _, r := range reqs {
 		r.res, r.leaseWait, r.err = l.place(groups[r.account], blocked[r.addr])
 	}
@@ -341,6 +365,22 @@ func (l *Limiter) rerunLost(ctx context.Context, groups map[string]*admitGroup) 
 			l.windowCalls.Add(1)
 		}
 	}
+}
+
+// allAnswered reports whether Redis answered every command of a round trip
+// (health.go): its block checks and window calls.
+func allAnswered(blocked map[string]*redis.Cmd, groups map[string]*admitGroup) bool {
+	for _, c := range blocked {
+		if unreached(c.Err()) {
+			return false
+		}
+	}
+	for _, g := range groups {
+		if unreached(g.cmd.Err()) {
+			return false
+		}
+	}
+	return true
 }
 
 // answered says whether a command reached Redis: it has a reply, an error

@@ -111,7 +111,26 @@ func (ls *leases) take(account string, use bool, now time.Time) (Result, bool) {
 	}
 	e.seen++
 	e.seenLong++
-	if !use || len(e.pos) == 0 || !now.Before(e.ends) {
+	if !use {
+		return Result{}, false
+	}
+	return ls.next(e, now)
+}
+
+// handOut hands out the next place of account's lease, if it holds one
+// with places, without counting a request (take counted it).
+func (ls *leases) handOut(account string, now time.Time) (Result, bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if e := ls.m[account]; e != nil {
+		return ls.next(e, now)
+	}
+	return Result{}, false
+}
+
+// next takes e's next place while its lease lasts.
+func (ls *leases) next(e *lease, now time.Time) (Result, bool) {
+	if len(e.pos) == 0 || !now.Before(e.ends) {
 		return Result{}, false
 	}
 	p := e.pos[0]
@@ -211,7 +230,7 @@ func (l *Limiter) giveBack(rs []refund) {
 	if len(rs) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), l.budget())
 	defer cancel()
 	p := l.rdb.Pipeline()
 	for _, r := range rs {

@@ -39,9 +39,10 @@ type Result struct {
 	Degraded bool
 }
 
-// DefaultTimeout is the limiter's Redis budget per round trip (50ms), apart
-// from the reads': admission must not wait on a slow Redis as long as a
-// read may.
+// DefaultTimeout is the limiter's Redis budget per round trip while Redis
+// counts as down (50ms): a Redis outage costs a request that much before the
+// node decides alone. While Redis answers, a call waits up to SlowWait
+// (health.go).
 const DefaultTimeout = 50 * time.Millisecond
 
 // Config sizes the limits. Every field but Prefix must be set: New does not
@@ -56,9 +57,13 @@ type Config struct {
 	AuthFailWindow time.Duration
 	// Prefix of the Redis keys.
 	Prefix string
-	// Timeout bounds each Redis round trip before the fallback decides
-	// (DefaultTimeout).
+	// Timeout bounds each Redis round trip while Redis counts as down,
+	// before the fallback decides (DefaultTimeout).
 	Timeout time.Duration
+	// SlowWait bounds each Redis round trip while Redis counts as up
+	// (DefaultSlowWait; zero: Timeout, Redis slow or down alike). A round
+	// trip that gets no reply within it counts Redis down (health.go).
+	SlowWait time.Duration
 }
 
 // validate refuses a config the scripts cannot run with, naming the field.
@@ -76,6 +81,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("ratelimit: Config.AuthFailWindow must be at least 1ms, got %v", c.AuthFailWindow)
 	case c.Timeout <= 0:
 		return fmt.Errorf("ratelimit: Config.Timeout must be positive, got %v", c.Timeout)
+	case c.SlowWait < 0:
+		return fmt.Errorf("ratelimit: Config.SlowWait must not be negative, got %v", c.SlowWait)
 	}
 	return nil
 }
@@ -103,6 +110,10 @@ type Limiter struct {
 	hearDelay time.Duration
 	// leased counts the requests admitted from a lease, with no round trip.
 	leased atomic.Uint64
+	// down: Redis counts as down (health.go); downs counts the times it
+	// became so, alone the decisions the fallback made.
+	down         atomic.Bool
+	downs, alone atomic.Uint64
 
 	// leases and suspects work while Run runs; without it every request
 	// goes to Redis.
@@ -143,6 +154,7 @@ func (l *Limiter) Run(ctx context.Context) {
 	}
 	go l.watchSuspects(ctx)
 	go l.confirmHeard(ctx)
+	go l.watchRedis(ctx)
 	l.runLeases(ctx)
 }
 
@@ -174,6 +186,20 @@ func (l *Limiter) Register(reg prometheus.Registerer) error {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "marketdata_ratelimit_blocks_unconfirmed_total", Help: "Failed authentications that reached the limit and were answered before every node subscribed to first failures confirmed it had heard of the address (after 1 s): another node may have admitted the address's next request.",
 		}, func() float64 { return float64(l.unconfirmed.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "marketdata_ratelimit_decided_alone_total", Help: "Limit decisions (admissions, failed-authentication counts and block checks) the node made alone because Redis did not answer: limits then hold per node only (docs/api.md).",
+		}, func() float64 { return float64(l.alone.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "marketdata_ratelimit_redis_down", Help: "1 while the limiter counts Redis as down (a call got no reply): limit calls then wait 50 ms for Redis, not 1 s, before deciding alone.",
+		}, func() float64 {
+			if l.down.Load() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "marketdata_ratelimit_redis_downs_total", Help: "Times the limiter began counting Redis as down.",
+		}, func() float64 { return float64(l.downs.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "marketdata_ratelimit_leased_admissions_total", Help: "Requests admitted from a lease of their account's window, with no round trip.",
 		}, func() float64 { return float64(l.leased.Load()) }),
@@ -213,10 +239,18 @@ func blockedFor(ms int64) (bool, time.Duration) {
 // refused for another reason than its key (403): a block wins over that
 // refusal, and nothing is counted.
 func (l *Limiter) Blocked(ctx context.Context, addr string) (bool, time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	if l.decideAlone() {
+		l.alone.Add(1)
+		blocked, retry := l.fallback.blocked("af:"+addr, l.cfg.AuthFailLimit)
+		return blocked, retry, fmt.Errorf("ratelimit: failures of %s: %w", addr, errRedisDown)
+	}
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, l.budget())
 	defer cancel()
 	ttl, err := l.rdb.Do(ctx, "PTTL", l.blockKey(addr)).Int64()
+	l.heardFrom(parent, err)
 	if err != nil {
+		l.alone.Add(1)
 		blocked, retry := l.fallback.blocked("af:"+addr, l.cfg.AuthFailLimit)
 		return blocked, retry, fmt.Errorf("ratelimit: failures of %s: %w", addr, err)
 	}
@@ -236,14 +270,20 @@ func (l *Limiter) Blocked(ctx context.Context, addr string) (bool, time.Duration
 // checked for the block.
 func (l *Limiter) FailOrBlocked(ctx context.Context, addr string) (bool, time.Duration, error) {
 	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, l.budget())
 	defer cancel()
 	// This node checks the address from now on, whatever the publication
 	// of its first failure does.
 	l.suspects.add(addr, time.Now().Add(l.cfg.AuthFailWindow))
-	vals, err := failOrBlockedScript.Run(ctx, l.rdb, []string{l.addressKey(addr), l.blockKey(addr)},
-		l.cfg.AuthFailWindow.Milliseconds(), l.cfg.AuthFailLimit, l.suspectsChannel(), addr).Int64Slice()
+	var vals []int64
+	err := errRedisDown
+	if !l.decideAlone() {
+		vals, err = failOrBlockedScript.Run(ctx, l.rdb, []string{l.addressKey(addr), l.blockKey(addr)},
+			l.cfg.AuthFailWindow.Milliseconds(), l.cfg.AuthFailLimit, l.suspectsChannel(), addr).Int64Slice()
+		l.heardFrom(parent, err)
+	}
 	if err != nil {
+		l.alone.Add(1)
 		if blocked, retry := l.fallback.blocked("af:"+addr, l.cfg.AuthFailLimit); blocked {
 			return true, retry, fmt.Errorf("ratelimit: failures of %s: %w", addr, err)
 		}

@@ -163,14 +163,15 @@ func runAPIOn(ctx context.Context, cfg *Config, b bound, noticeSubject string, l
 			log.Error("api presence not announced; the Redis-outage fallback counts this node alone", "err", err)
 		}
 	}()
-	// The limiter's Redis budget is its own (ratelimit.DefaultTimeout): past
-	// it, admission decides on the node's share, while a read waits for a
-	// slow Redis longer (cache.DefaultReaderConfig) rather than falling
-	// back to Postgres.
+	// The limiter waits for a slow Redis as a read does (1 s,
+	// ratelimit.DefaultSlowWait): deciding alone then would loosen the
+	// limits on a merely busy machine. Once a call got no answer, Redis
+	// counts as down and admission waits ratelimit.DefaultTimeout (50 ms)
+	// before deciding on the node's share, until Redis answers again.
 	limiter, err := ratelimit.New(rdb, ratelimit.Config{
 		Limit: cfg.RateLimit, Window: cfg.RateWindow,
 		AuthFailLimit: cfg.AuthFailLimit, AuthFailWindow: cfg.AuthFailWindow,
-		Prefix: cfg.RedisPrefix, Timeout: ratelimit.DefaultTimeout,
+		Prefix: cfg.RedisPrefix, Timeout: ratelimit.DefaultTimeout, SlowWait: ratelimit.DefaultSlowWait,
 	}, presence.Count, time.Now)
 	if err != nil {
 		return err

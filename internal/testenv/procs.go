@@ -210,6 +210,31 @@ func (c *child) signal(sig syscall.Signal) {
 	c.cmd = nil
 }
 
+// pause stops the process (SIGSTOP) without ending it: its connections stay
+// open and nothing answers on them until resume; the test's end resumes it
+// before killing it.
+func (c *child) pause() {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd == nil {
+		c.t.Fatalf("%s: not running", c.name)
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		c.t.Fatalf("%s: SIGSTOP: %v", c.name, err)
+	}
+}
+
+// resume continues a paused process (SIGCONT).
+func (c *child) resume() {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd != nil {
+		c.cmd.Process.Signal(syscall.SIGCONT) //nolint:errcheck // it may have exited
+	}
+}
+
 // stop shuts the process down (SIGTERM), waits for it, and then for its
 // port to refuse connections.
 func (c *child) stop() {
@@ -249,6 +274,13 @@ func (r *RedisServer) Stop() { r.c.t.Helper(); r.c.stop() }
 
 // Kill kills the server (SIGKILL) and waits for it.
 func (r *RedisServer) Kill() { r.c.t.Helper(); r.c.signal(syscall.SIGKILL) }
+
+// Pause stops the server's process (SIGSTOP): a Redis that is up but does
+// not answer, as on a machine that does not give it a core, until Resume.
+func (r *RedisServer) Pause() { r.c.t.Helper(); r.c.pause() }
+
+// Resume continues a paused server (SIGCONT).
+func (r *RedisServer) Resume() { r.c.t.Helper(); r.c.resume() }
 
 // NATSServer is a private nats-server with JetStream; its store directory
 // survives Stop and Start.

@@ -1,0 +1,212 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/marketdata/marketdata/internal/redisx"
+	"github.com/marketdata/marketdata/internal/testenv"
+)
+
+// slowRedisNodes starts a private Redis (the tests stop its process) and
+// two running limiters on it, each with a client opened as the binary opens
+// it, with the binary's budgets: 50 ms while Redis is down, slowWait while
+// it answers.
+func slowRedisNodes(t *testing.T, limit int, slowWait time.Duration) (*testenv.RedisServer, []*Limiter) {
+	t.Helper()
+	srv := testenv.StartRedis(t)
+	var nodes []*Limiter
+	for range 2 {
+		rdb, err := redisx.Open(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rdb.Close() })
+		l, err := New(rdb, Config{Limit: limit, Window: time.Minute, AuthFailLimit: 20, AuthFailWindow: time.Minute,
+			Prefix: "slow:", Timeout: DefaultTimeout, SlowWait: slowWait}, func() int { return 2 }, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runLimiter(t, l)
+		nodes = append(nodes, l)
+	}
+	return srv, nodes
+}
+
+// TestSlowRedisIsNotDown: Redis stopped for 300 ms (up, but not given a
+// core: a saturated machine) while two nodes admit 40 requests of one
+// account whose limit is 10. Every request waits for Redis and is decided
+// there: none decided alone, exactly 10 accepted across the nodes, and
+// Redis never counted down. With the old 50 ms budget the requests queued
+// behind the stopped round trips were decided by each node on its share
+// (5 of a fresh window each), on top of what Redis had counted.
+func TestSlowRedisIsNotDown(t *testing.T) {
+	const limit, requests = 10, 40
+	srv, nodes := slowRedisNodes(t, limit, DefaultSlowWait)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	roomInWindow(t, rdb, time.Minute, 5*time.Second)
+
+	srv.Pause()
+	resumed := make(chan struct{})
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		srv.Resume()
+		close(resumed)
+	}()
+	t.Cleanup(func() { <-resumed })
+	var (
+		mu              sync.Mutex
+		accepted, alone int
+		errs            []error
+		wg              sync.WaitGroup
+	)
+	for i := range requests {
+		wg.Go(func() {
+			a, err := nodes[i%2].Admit(ctx, "192.0.2.10", "acc")
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if a.Window.Degraded {
+				alone++
+			}
+			if a.Window.Allowed {
+				accepted++
+			}
+		})
+	}
+	wg.Wait()
+	if alone > 0 || len(errs) > 0 {
+		t.Errorf("Redis stopped for 300 ms: %d of %d admissions decided alone (first error: %v); want every one decided by Redis", alone, requests, errors.Join(errs...))
+	}
+	if accepted != limit {
+		t.Errorf("Redis stopped for 300 ms: %d of %d requests accepted across the nodes, want exactly the limit %d", accepted, requests, limit)
+	}
+	for i, l := range nodes {
+		if n := l.downs.Load(); n > 0 || l.alone.Load() > 0 {
+			t.Errorf("node %d counted Redis down %d times and decided %d times alone; want neither", i, n, l.alone.Load())
+		}
+	}
+}
+
+// TestHungRedisCountsDown: Redis stopped for good. The first calls wait
+// for it (up to the client's read timeout), then Redis counts as down, and
+// every admission after that is decided by the node within the 50 ms
+// budget (far less than the slow wait, which is 3 s here to tell the two
+// apart on a busy machine); once Redis runs again the probe counts it up
+// and admissions are Redis's again.
+func TestHungRedisCountsDown(t *testing.T) {
+	const slowWait = 3 * time.Second
+	srv, nodes := slowRedisNodes(t, 1000, slowWait)
+	l := nodes[0]
+	ctx := context.Background()
+	if a, err := l.Admit(ctx, "192.0.2.20", "acc"); err != nil || a.Window.Degraded {
+		t.Fatalf("admission with Redis up: %+v, %v; want Redis's decision", a, err)
+	}
+
+	srv.Pause()
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			srv.Resume()
+		}
+	})
+	go l.Admit(ctx, "192.0.2.20", "acc") //nolint:errcheck // it only has to find Redis silent
+	deadline := time.Now().Add(15 * time.Second)
+	for !l.down.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("Redis stopped: the limiter did not count it down within 15 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := range 5 {
+		start := time.Now()
+		a, err := l.Admit(ctx, "192.0.2.20", "acc")
+		took := time.Since(start)
+		if err == nil || !a.Window.Degraded || !a.Window.Allowed {
+			t.Errorf("admission %d with Redis counted down: %+v, %v; want the node's own decision (allowed, degraded) and an error", i, a, err)
+		}
+		if took >= slowWait/2 {
+			t.Errorf("admission %d with Redis counted down took %v; want about the 50 ms budget, far under the %v slow wait", i, took, slowWait)
+		}
+	}
+
+	srv.Resume()
+	resumed = true
+	deadline = time.Now().Add(15 * time.Second)
+	for l.down.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("Redis running again: the limiter did not count it up within 15 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if a, err := l.Admit(ctx, "192.0.2.20", "acc"); err != nil || a.Window.Degraded {
+		t.Errorf("admission with Redis up again: %+v, %v; want Redis's decision", a, err)
+	}
+	if l.downs.Load() == 0 || l.alone.Load() < 5 {
+		t.Errorf("counters: %d downs, %d decided alone; want at least 1 and 5", l.downs.Load(), l.alone.Load())
+	}
+}
+
+// TestUnreached: only a missing reply counts Redis down; an error reply is
+// an answer.
+func TestUnreached(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{redis.Nil, false},
+		{redis.ErrNoScript, false},
+		{context.DeadlineExceeded, true},
+		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), true},
+	} {
+		if got := unreached(c.err); got != c.want {
+			t.Errorf("unreached(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// TestBurstExactAcrossRunningNodes: bursts of 40 concurrent requests of
+// one account (limit 10) on two running nodes accept exactly 10 each time.
+// The two senders of a node may send one account's requests in two round
+// trips at once; one of them can take a lease while the other's requests
+// are refused. A refused request's second try now takes a place of its own
+// node's lease before it answers: before, such a burst accepted 7–9.
+func TestBurstExactAcrossRunningNodes(t *testing.T) {
+	const limit, requests, bursts = 10, 40, 12
+	srv, nodes := slowRedisNodes(t, limit, DefaultSlowWait)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	for b := range bursts {
+		roomInWindow(t, rdb, time.Minute, 5*time.Second)
+		account := fmt.Sprintf("burst%d", b)
+		var accepted atomic.Int64
+		var wg sync.WaitGroup
+		for i := range requests {
+			wg.Go(func() {
+				a, err := nodes[i%2].Admit(context.Background(), "192.0.2.30", account)
+				if err != nil {
+					t.Errorf("burst %d: admission: %v", b, err)
+				}
+				if a.Window.Allowed {
+					accepted.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := accepted.Load(); n != limit {
+			t.Errorf("burst %d: %d of %d requests accepted across the nodes, want exactly the limit %d", b, n, requests, limit)
+		}
+	}
+}
