@@ -88,13 +88,17 @@ func (l *Limiter) watchRedis(ctx context.Context) {
 		if !l.down.Load() {
 			continue
 		}
-		pctx, cancel := context.WithTimeout(ctx, max(l.cfg.SlowWait, l.cfg.Timeout))
+		wait := max(l.cfg.SlowWait, l.cfg.Timeout)
+		pctx, cancel := context.WithTimeout(ctx, wait)
+		began := time.Now()
 		err := l.ping(pctx)
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
-		l.reached(!unreached(err))
+		// A reply later than a call would wait (go-redis bounds the read by
+		// its read timeout, not the context) does not count Redis up.
+		l.reached(!unreached(err) && time.Since(began) <= wait)
 	}
 }
 

@@ -275,3 +275,28 @@ func TestPollRoundCellNamesACandleClose(t *testing.T) {
 		t.Errorf("a round with a close: %q, want it to start with %q", got, want)
 	}
 }
+
+// TestPollSummaryLimitsAlone: limit decisions the nodes made without Redis
+// are summed over the rounds, kept per round, and fail their goal.
+func TestPollSummaryLimitsAlone(t *testing.T) {
+	r := &PollResult{Params: PollParams{GraceS: 1}}
+	for _, n := range []float64{0, 3, 0} {
+		r.Rounds = append(r.Rounds, PollRound{Ratio: 1, LimitsAlone: n})
+	}
+	r.summarise()
+	if s := r.Summary; s.LimitsAlone != 3 || len(s.RoundLimitsAlone) != 3 || s.RoundLimitsAlone[1] != 3 {
+		t.Errorf("limits decided alone %v per round %v, want 3 and [0 3 0]", s.LimitsAlone, s.RoundLimitsAlone)
+	}
+	var found bool
+	for _, g := range r.Goals {
+		if strings.Contains(g.Goal, "without Redis") {
+			found = true
+			if g.Met || g.Value != 3 {
+				t.Errorf("goal %+v, want not met at 3", g)
+			}
+		}
+	}
+	if !found {
+		t.Error("no goal for the limit decisions made without Redis")
+	}
+}

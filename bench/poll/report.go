@@ -60,6 +60,10 @@ type PollRound struct {
 	Reads           measure.Reads      `json:"reads_by_layer"`
 	StoreReads      map[string]float64 `json:"postgres_reads_by_node"`
 	StoreReadsTotal float64            `json:"postgres_reads"`
+	// LimitsAlone are the limit decisions both nodes made without Redis
+	// (marketdata_ratelimit_decided_alone_total) over the measured part:
+	// Redis is up throughout, so the goal is 0 (a slow Redis is not down).
+	LimitsAlone float64 `json:"limits_decided_alone"`
 	// PG is the Postgres CPU of the run's own backends by child over the
 	// API run's measured part; PGPerAppliedUS is ingest's backends' µs
 	// per applied price over the whole API run (as IngestApplied).
@@ -111,6 +115,10 @@ type PollSummary struct {
 	// measured part, RoundStoreReads per round (goal 0).
 	StoreReads      float64   `json:"postgres_reads_by_api_nodes"`
 	RoundStoreReads []float64 `json:"postgres_reads_by_api_nodes_per_round"`
+	// LimitsAlone and RoundLimitsAlone: limit decisions the API nodes made
+	// without Redis, over every round's measured part and per round (goal 0).
+	LimitsAlone      float64   `json:"limits_decided_alone"`
+	RoundLimitsAlone []float64 `json:"limits_decided_alone_per_round"`
 	// Reads are every round's reads by resource and layer, summed.
 	Reads measure.Reads `json:"reads_by_layer"`
 	// PGPerAppliedUS is ingest's Postgres backends' CPU per applied price,
@@ -223,6 +231,8 @@ func (r *PollResult) summarise() {
 		s.RoundErrors = append(s.RoundErrors, rd.API.Errors)
 		s.RoundStoreReads = append(s.RoundStoreReads, rd.StoreReadsTotal)
 		s.StoreReads += rd.StoreReadsTotal
+		s.RoundLimitsAlone = append(s.RoundLimitsAlone, rd.LimitsAlone)
+		s.LimitsAlone += rd.LimitsAlone
 		s.Reads.Add(rd.Reads)
 		s.Pairs += rd.Staleness.Pairs
 		s.NotSeen += rd.Staleness.Late + rd.Staleness.Unseen
@@ -251,6 +261,7 @@ func (r *PollResult) summarise() {
 		{Goal: "version regressions = 0 (every round)", Value: float64(s.Regressions), Met: s.Regressions == 0},
 		{Goal: "failed polls = 0 (every round)", Value: float64(s.Errors), Met: s.Errors == 0},
 		{Goal: "Postgres reads by API nodes = 0", Value: s.StoreReads, Met: s.StoreReads == 0},
+		{Goal: "limit decisions made without Redis = 0 (Redis up: slow is not down)", Value: s.LimitsAlone, Met: s.LimitsAlone == 0},
 		{Goal: fmt.Sprintf("API RSS (VmHWM, both nodes) ≤ %.0f MB", goalPollRSSMB), Value: hwm, Met: hwm <= goalPollRSSMB},
 		{Goal: fmt.Sprintf("ingest backlog at each round's end ≤ %.0f (1 s)", r.Params.Rate), Value: float64(s.MaxBacklog), Met: float64(s.MaxBacklog) <= r.Params.Rate},
 		{Goal: fmt.Sprintf("ingest freshness p99 ≤ %.0f ms", goalIngestFreshP99MS), Value: s.IngestP99MS, Met: s.IngestP99MS <= goalIngestFreshP99MS},
@@ -311,6 +322,7 @@ func (r *PollResult) Print() {
 	fmt.Printf("CORRECTNESS: version regressions per round %v, failed polls per round %v — %s\n",
 		s.RoundRegressions, s.RoundErrors, verdict)
 	fmt.Printf("POSTGRES READS BY API NODES (store layer, measured parts): %.0f per round %v (goal 0)\n", s.StoreReads, s.RoundStoreReads)
+	fmt.Printf("LIMITS DECIDED WITHOUT REDIS BY API NODES (measured parts; Redis up throughout): %.0f per round %v (goal 0)\n", s.LimitsAlone, s.RoundLimitsAlone)
 	fmt.Printf("reads by layer (both nodes, every round's measured part): %s\n", s.Reads)
 	for i, rd := range r.Rounds {
 		if rd.PG != nil {

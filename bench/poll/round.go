@@ -109,6 +109,7 @@ func (e *roundEnv) round(ctx context.Context, pollers []*world.Poller, p PollPar
 		round.Reads.Add(r)
 		round.StoreReads[n.Name] = r.Layer(measure.StoreLayer)
 		round.StoreReadsTotal += round.StoreReads[n.Name]
+		round.LimitsAlone += readsAfter[i][limitsAloneMetric] - readsBefore[i][limitsAloneMetric]
 	}
 	el := time.Since(began).Seconds()
 	round.PublishRate = measure.Round2(float64(e.pub.Sent.Load()-sent) / el)
@@ -139,6 +140,9 @@ func (e *roundEnv) round(ctx context.Context, pollers []*world.Poller, p PollPar
 	round.Answer, round.Cadence = acct.answerResult()
 	return round, nil
 }
+
+// limitsAloneMetric counts an API node's limit decisions made without Redis.
+const limitsAloneMetric = "marketdata_ratelimit_decided_alone_total"
 
 // nodeMetrics scrapes every API node's /metrics, in e.api's order.
 func (e *roundEnv) nodeMetrics(ctx context.Context) ([]measure.Scrape, error) {
