@@ -246,9 +246,7 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 			continue
 		}
 		if l.leasing() {
-			if old := l.leases.grant(g.account, w[3], l.cfg.Window.Milliseconds(), leasePlaces(w), w[2], sent, leaseLength(w)); old.pos != nil {
-				back = append(back, old)
-			}
+			back = append(back, l.leases.grant(g.account, w[3], l.cfg.Window.Milliseconds(), leasePlaces(w), w[2], sent, time.Now(), leaseLength(w))...)
 		} else {
 			back = append(back, refund{account: g.account, start: w[3], windowMS: l.cfg.Window.Milliseconds(), pos: leasePlaces(w)})
 		}

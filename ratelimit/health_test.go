@@ -16,10 +16,10 @@ import (
 )
 
 // slowRedisNodes starts a private Redis (the tests stop its process) and
-// two running limiters on it, each with a client opened as the binary opens
-// it, with the binary's budgets: 50 ms while Redis is down, slowWait while
-// it answers.
-func slowRedisNodes(t *testing.T, limit int, slowWait time.Duration) (*testenv.RedisServer, []*Limiter) {
+// two limiters on it, each with a client opened as the binary opens it, with
+// the binary's budgets: 50 ms while Redis is down, slowWait while it
+// answers. With run set they run (leases, the probe) as the binary's do.
+func slowRedisNodes(t *testing.T, limit int, slowWait time.Duration, run bool) (*testenv.RedisServer, []*Limiter) {
 	t.Helper()
 	srv := testenv.StartRedis(t)
 	var nodes []*Limiter
@@ -34,7 +34,9 @@ func slowRedisNodes(t *testing.T, limit int, slowWait time.Duration) (*testenv.R
 		if err != nil {
 			t.Fatal(err)
 		}
-		runLimiter(t, l)
+		if run {
+			runLimiter(t, l)
+		}
 		nodes = append(nodes, l)
 	}
 	return srv, nodes
@@ -46,10 +48,11 @@ func slowRedisNodes(t *testing.T, limit int, slowWait time.Duration) (*testenv.R
 // there: none decided alone, exactly 10 accepted across the nodes, and
 // Redis never counted down. With the old 50 ms budget the requests queued
 // behind the stopped round trips were decided by each node on its share
-// (5 of a fresh window each), on top of what Redis had counted.
+// (5 of a fresh window each), on top of what Redis had counted. The nodes
+// do not run, so no lease is out: TestSlowRedisLeaseGivenBack has those.
 func TestSlowRedisIsNotDown(t *testing.T) {
 	const limit, requests = 10, 40
-	srv, nodes := slowRedisNodes(t, limit, DefaultSlowWait)
+	srv, nodes := slowRedisNodes(t, limit, DefaultSlowWait, false)
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { rdb.Close() })
@@ -107,7 +110,7 @@ func TestSlowRedisIsNotDown(t *testing.T) {
 // and admissions are Redis's again.
 func TestHungRedisCountsDown(t *testing.T) {
 	const slowWait = 3 * time.Second
-	srv, nodes := slowRedisNodes(t, 1000, slowWait)
+	srv, nodes := slowRedisNodes(t, 1000, slowWait, true)
 	l := nodes[0]
 	ctx := context.Background()
 	if a, err := l.Admit(ctx, "192.0.2.20", "acc"); err != nil || a.Window.Degraded {
@@ -185,7 +188,7 @@ func TestUnreached(t *testing.T) {
 // node's lease before it answers: before, such a burst accepted 7–9.
 func TestBurstExactAcrossRunningNodes(t *testing.T) {
 	const limit, requests, bursts = 10, 40, 12
-	srv, nodes := slowRedisNodes(t, limit, DefaultSlowWait)
+	srv, nodes := slowRedisNodes(t, limit, DefaultSlowWait, true)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { rdb.Close() })
 	for b := range bursts {
@@ -208,5 +211,44 @@ func TestBurstExactAcrossRunningNodes(t *testing.T) {
 		if n := accepted.Load(); n != limit {
 			t.Errorf("burst %d: %d of %d requests accepted across the nodes, want exactly the limit %d", b, n, requests, limit)
 		}
+	}
+}
+
+// TestSlowRedisLeaseGivenBack: a lease whose round trip outlasted it (Redis
+// stopped for 300 ms, a lease is 100 ms) gives its places back as soon as
+// its answer comes, with no sweep: Redis holds them as holes at once.
+func TestSlowRedisLeaseGivenBack(t *testing.T) {
+	// A limit of 10: the lease leaves under half the window free, so it is
+	// a short one (100 ms), not a long one.
+	srv, nodes := slowRedisNodes(t, 10, DefaultSlowWait, false)
+	l := nodes[0]
+	l.running.Store(true) // leases asked for and granted, but no sweep runs
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	roomInWindow(t, rdb, time.Minute, 5*time.Second)
+	now := time.Now()
+	for range 8 {
+		l.leases.take("acc", false, now) // a busy account: it asks for a lease
+	}
+	srv.Pause()
+	time.AfterFunc(300*time.Millisecond, srv.Resume)
+	req := &admitReq{addr: "192.0.2.40", account: "acc", done: make(chan struct{})}
+	l.admitBatch([]*admitReq{req})
+	if req.err != nil || !req.res.Window.Allowed {
+		t.Fatalf("admission: %+v, %v; want allowed by Redis", req.res, req.err)
+	}
+	l.leases.mu.Lock()
+	held := len(l.leases.m["acc"].pos)
+	l.leases.mu.Unlock()
+	// The refund goes out beside the answer (no sweep runs here): wait for it.
+	var holes int64
+	for deadline := time.Now().Add(5 * time.Second); holes == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var err error
+		if holes, err = rdb.ZCard(context.Background(), "slow:{rl:acc}:h").Result(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if held != 0 || holes == 0 {
+		t.Errorf("a lease that ended before its answer came: node holds %d places, Redis %d holes within 5 s; want 0 held and its places as holes", held, holes)
 	}
 }

@@ -158,9 +158,11 @@ func (ls *leases) want(account string, now time.Time) (int, bool) {
 }
 
 // grant keeps the places a window call leased to account; sent is when the
-// call was sent, resetMS its answer's time until the window ends. Places of
-// an earlier lease not handed out yet are returned for refunding.
-func (ls *leases) grant(account string, start, windowMS int64, pos []int64, resetMS int64, sent time.Time, length time.Duration) (back refund) {
+// call was sent, now when its answer came, resetMS its answer's time until
+// the window ends. Places of an earlier lease not handed out yet, and those
+// of this one when it ended before its answer came, are returned for
+// refunding.
+func (ls *leases) grant(account string, start, windowMS int64, pos []int64, resetMS int64, sent, now time.Time, length time.Duration) (back []refund) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	e := ls.m[account]
@@ -169,7 +171,7 @@ func (ls *leases) grant(account string, start, windowMS int64, pos []int64, rese
 		ls.m[account] = e
 	}
 	if len(e.pos) > 0 {
-		back = refund{account: account, start: e.start, windowMS: e.windowMS, pos: e.pos}
+		back = append(back, refund{account: account, start: e.start, windowMS: e.windowMS, pos: e.pos})
 	}
 	e.start, e.windowMS = start, windowMS
 	e.pos = append([]int64(nil), pos...)
@@ -177,6 +179,13 @@ func (ls *leases) grant(account string, start, windowMS int64, pos []int64, rese
 	e.ends = sent.Add(length)
 	if e.windowEnd.Before(e.ends) {
 		e.ends = e.windowEnd
+	}
+	if !now.Before(e.ends) {
+		// The round trip outlasted the lease (a slow Redis): its places go
+		// back now, not at the next sweep, so that the requests refused
+		// meanwhile find them when they ask again.
+		back = append(back, refund{account: account, start: e.start, windowMS: e.windowMS, pos: e.pos})
+		e.pos = nil
 	}
 	return back
 }

@@ -297,7 +297,7 @@ func TestLongLeasePolicy(t *testing.T) {
 		t.Fatalf("a slow account asks for %d places (long %v), want at least %d, long", n, long, longLeaseMinRate)
 	}
 	// Granted: it hands out its places until the lease ends, then asks again.
-	ls.grant("slow", 0, 60_000, []int64{11, 12, 13}, 60_000, now, LongLeaseLength)
+	ls.grant("slow", 0, 60_000, []int64{11, 12, 13}, 60_000, now, now, LongLeaseLength)
 	for _, want := range []int{1000 - 1 - 11, 1000 - 1 - 12} {
 		now = now.Add(300 * time.Millisecond)
 		res, ok := ls.take("slow", true, now)

@@ -299,4 +299,12 @@ func TestPollSummaryLimitsAlone(t *testing.T) {
 	if !found {
 		t.Error("no goal for the limit decisions made without Redis")
 	}
+	// A binary without the metric is not judged met.
+	r.Rounds[0].LimitsAloneUnknown, r.Rounds[1].LimitsAlone = true, 0
+	r.summarise()
+	for _, g := range r.Goals {
+		if strings.Contains(g.Goal, "without Redis") && (g.Met || !strings.Contains(g.Goal, "not reported")) {
+			t.Errorf("goal %+v with the metric missing, want not met and said not reported", g)
+		}
+	}
 }

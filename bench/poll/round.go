@@ -109,6 +109,9 @@ func (e *roundEnv) round(ctx context.Context, pollers []*world.Poller, p PollPar
 		round.Reads.Add(r)
 		round.StoreReads[n.Name] = r.Layer(measure.StoreLayer)
 		round.StoreReadsTotal += round.StoreReads[n.Name]
+		if _, ok := readsAfter[i][limitsAloneMetric]; !ok {
+			round.LimitsAloneUnknown = true // a binary from before the metric
+		}
 		round.LimitsAlone += readsAfter[i][limitsAloneMetric] - readsBefore[i][limitsAloneMetric]
 	}
 	el := time.Since(began).Seconds()
