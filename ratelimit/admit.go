@@ -46,7 +46,7 @@ func (l *Limiter) Admit(ctx context.Context, addr, account string) (Admission, e
 	if l.decideAlone() {
 		return l.fallbackAdmit(addr, account, errRedisDown)
 	}
-	a, wait, err := l.admitOnce(ctx, addr, account)
+	a, wait, err := l.admitOnce(ctx, addr, account, false)
 	if err != nil || wait <= 0 {
 		if err == nil {
 			l.admitted.Add(1)
@@ -68,7 +68,10 @@ func (l *Limiter) Admit(ctx context.Context, addr, account string) (Admission, e
 		l.admitted.Add(1)
 		return a, nil
 	}
-	if a, _, err = l.admitOnce(ctx, addr, account); err == nil {
+	if l.decideAlone() {
+		return l.fallbackAdmit(addr, account, errRedisDown)
+	}
+	if a, _, err = l.admitOnce(ctx, addr, account, true); err == nil {
 		if !a.Blocked && !a.Window.Allowed && l.leasing() {
 			// Refused again, while this node may hold a lease granted
 			// meanwhile to another round trip of the account (two senders
@@ -89,10 +92,9 @@ var errQueueFull = errors.New("ratelimit: admission queue full")
 
 // admitOnce sends one admission; wait > 0 says it was refused while a lease
 // of its window may still be out, for up to wait.
-func (l *Limiter) admitOnce(ctx context.Context, addr, account string) (Admission, time.Duration, error) {
-	req := &admitReq{addr: addr, account: account, done: make(chan struct{})}
-	budget := l.budget()
-	timer := time.NewTimer(budget)
+func (l *Limiter) admitOnce(ctx context.Context, addr, account string, retry bool) (Admission, time.Duration, error) {
+	req := &admitReq{addr: addr, account: account, done: make(chan struct{}), retry: retry}
+	timer := time.NewTimer(l.budget())
 	defer timer.Stop()
 	if err := l.admits.Put(ctx, req, timer.C); err != nil {
 		if errors.Is(err, batch.ErrFull) {
@@ -111,12 +113,9 @@ func (l *Limiter) admitOnce(ctx context.Context, addr, account string) (Admissio
 	}
 	if cause != nil {
 		if req.Abandon() {
-			// Never sent: nothing was counted in Redis; decide alone. Not
-			// sent within a slow Redis's wait: the round trips before it
-			// got no answer for that long, so Redis counts as down.
-			if budget > l.cfg.Timeout && ctx.Err() == nil {
-				l.reached(false)
-			}
+			// Never sent: nothing was counted in Redis; decide alone. (A
+			// queue behind slow round trips is not a down Redis: those
+			// round trips say whether Redis answered in time.)
 			a, err := l.fallbackAdmit(addr, account, cause)
 			return a, 0, err
 		}
@@ -150,6 +149,7 @@ type admitGroup struct {
 	// asks for besides, a long one when long.
 	n, want int
 	long    bool
+	noLease bool
 	cmd     *redis.Cmd
 	// w is the call's answer (windowScript), once read.
 	w   []int64
@@ -214,9 +214,13 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 			groups[r.account] = g
 		}
 		g.n++
+		// A second try asks for no lease: the window was just found full,
+		// and a lease taken now would hold places the other second tries
+		// (on this node or another) are refused for.
+		g.noLease = g.noLease || r.retry
 	}
 	for _, g := range groups {
-		if l.leasing() {
+		if l.leasing() && !g.noLease {
 			g.want, g.long = l.leases.want(g.account, sent)
 		}
 		g.cmd = windowScript.EvalSha(ctx, p, l.windowKeys(g.account), l.windowArgs(g.n, g.want, g.long)...)
@@ -231,8 +235,9 @@ func (l *Limiter) admitBatch(reqs []*admitReq) {
 			l.windowCalls.Add(1)
 		}
 	}
-	l.rerunLost(ctx, groups)
-	l.reached(allAnswered(blocked, groups))
+	inTime := l.inTime(sent)
+	l.rerunLost(groups)
+	l.reached(inTime && allAnswered(blocked, groups))
 	for _, r := range reqs {
 		r.res, r.leaseWait, r.err = l.place(groups[r.account], blocked[r.addr])
 	}
@@ -343,7 +348,10 @@ func (l *Limiter) windowResult(vals []int64, i int) Result {
 // script (a restart, a failover, SCRIPT FLUSH): only those, which counted
 // nothing, so no window is charged twice. They go out in one pipeline as
 // EVAL, which loads the script again on whichever node runs them.
-func (l *Limiter) rerunLost(ctx context.Context, groups map[string]*admitGroup) {
+func (l *Limiter) rerunLost(groups map[string]*admitGroup) {
+	// A budget of its own: the first round trip may have used the batch's.
+	ctx, cancel := context.WithTimeout(context.Background(), l.budget())
+	defer cancel()
 	var p redis.Pipeliner
 	for _, g := range groups {
 		if !isNoScript(g.cmd.Err()) {

@@ -16,7 +16,9 @@ type admitReq struct {
 	err           error
 	// leaseWait: refused while a lease of the window may be out this long.
 	leaseWait time.Duration
-	done      chan struct{}
+	// retry: the request's second try (Admit), which asks for no lease.
+	retry bool
+	done  chan struct{}
 }
 
 // The admission queue: each sender takes what is queued at that moment (up

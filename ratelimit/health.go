@@ -12,14 +12,15 @@ import (
 // for it up to Config.SlowWait (a saturated machine makes round trips of
 // tens or hundreds of milliseconds, and deciding alone then would give
 // accounts up to one more limit across the nodes: the limits would not hold
-// under overload). Once a call failed for want of Redis — refused, dropped,
-// or no answer within SlowWait — Redis counts as down: while Run runs, the
-// node then decides alone at once, sending nothing (a Redis that hangs would
-// otherwise hold each request for the client's read timeout, 2 s, which a
-// context deadline does not shorten), and a probe every probeEvery counts
-// Redis up again when every master answers a PING. Without Run (tools,
-// tests) calls keep going to Redis with Config.Timeout as their budget, and
-// any call Redis answers whole counts it up.
+// under overload). A call that got no reply within SlowWait — refused,
+// dropped, silent, or answered later (go-redis bounds a sent call by its
+// read timeout, 2 s, not by the context, so a late reply still decides that
+// call) — counts Redis down. While Run runs, the node then decides alone at
+// once, sending nothing, and a probe every probeEvery counts Redis up again
+// once every master answers a PING within SlowWait; no other call counts it
+// up (one round trip may touch only the shards that answer). Without Run
+// (tools, tests) calls keep going to Redis with Config.Timeout as their
+// budget, and a call Redis answers whole and in time counts it up.
 
 // DefaultSlowWait is how long a limit call waits for a Redis that is up
 // (1 s, the reads' wait for a slow Redis).
@@ -30,7 +31,7 @@ var errRedisDown = errors.New("ratelimit: redis counted down (a call got no repl
 
 // decideAlone reports whether calls skip Redis: it counts as down and the
 // probe runs.
-func (l *Limiter) decideAlone() bool { return l.down.Load() && l.running.Load() && !l.leaseOff.Load() }
+func (l *Limiter) decideAlone() bool { return l.down.Load() && l.probing() }
 
 // probeEvery is how often a Redis counted down is probed.
 const probeEvery = 100 * time.Millisecond
@@ -44,24 +45,40 @@ func (l *Limiter) budget() time.Duration {
 }
 
 // reached records what one call learned of Redis: answered (every command of
-// it had a reply, error replies included) counts it up; a command that got
-// no reply counts it down.
+// it had a reply within the slow wait, error replies included) or not. A
+// call that got no reply in time counts Redis down. One that did counts it
+// up only while no probe runs (without Run): with Run, only the probe does,
+// as it asks every master, where one call may have touched only the shards
+// that answer.
 func (l *Limiter) reached(answered bool) {
-	if answered {
-		l.down.Store(false)
+	if !answered {
+		if !l.down.Swap(true) {
+			l.downs.Add(1)
+		}
 		return
 	}
-	if !l.down.Swap(true) {
-		l.downs.Add(1)
+	if !l.probing() {
+		l.down.Store(false)
 	}
 }
 
-// heardFrom records what a call made within parent learned of Redis from its
-// error: nothing when parent ended first (the request went away).
-func (l *Limiter) heardFrom(parent context.Context, err error) {
+// probing reports whether watchRedis runs (Run runs).
+func (l *Limiter) probing() bool { return l.running.Load() && !l.leaseOff.Load() }
+
+// heardFrom records what a call made within parent, sent at began, learned
+// of Redis from its error: nothing when parent ended first (the request went
+// away). A reply later than the slow wait is no answer (go-redis bounds a
+// sent call by its read timeout, not by the context).
+func (l *Limiter) heardFrom(parent context.Context, began time.Time, err error) {
 	if parent.Err() == nil {
-		l.reached(!unreached(err))
+		l.reached(!unreached(err) && l.inTime(began))
 	}
+}
+
+// inTime reports whether a call sent at began was answered within the
+// slow wait.
+func (l *Limiter) inTime(began time.Time) bool {
+	return time.Since(began) <= max(l.cfg.SlowWait, l.cfg.Timeout)
 }
 
 // unreached reports whether err means the command got no reply from Redis
@@ -96,9 +113,10 @@ func (l *Limiter) watchRedis(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		// A reply later than a call would wait (go-redis bounds the read by
-		// its read timeout, not the context) does not count Redis up.
-		l.reached(!unreached(err) && time.Since(began) <= wait)
+		if unreached(err) || time.Since(began) > wait {
+			continue // still down
+		}
+		l.down.Store(false)
 	}
 }
 

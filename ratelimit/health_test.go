@@ -252,3 +252,31 @@ func TestSlowRedisLeaseGivenBack(t *testing.T) {
 		t.Errorf("a lease that ended before its answer came: node holds %d places, Redis %d holes within 5 s; want 0 held and its places as holes", held, holes)
 	}
 }
+
+// TestLateReplyCountsDown: a reply later than the slow wait still decides
+// its request (go-redis waits for it up to the read timeout), but counts
+// Redis down; without Run, the next call answered in time counts it up.
+func TestLateReplyCountsDown(t *testing.T) {
+	srv, nodes := slowRedisNodes(t, 1000, 300*time.Millisecond, false)
+	l := nodes[0]
+	ctx := context.Background()
+	if a, err := l.Admit(ctx, "192.0.2.50", "acc"); err != nil || a.Window.Degraded {
+		t.Fatalf("admission with Redis up: %+v, %v; want Redis's decision", a, err)
+	}
+	srv.Pause()
+	time.AfterFunc(800*time.Millisecond, srv.Resume)
+	// Sent at once (nothing queued), answered after 800 ms.
+	a, err := l.Admit(ctx, "192.0.2.50", "acc")
+	if err != nil || a.Window.Degraded || !a.Window.Allowed {
+		t.Errorf("admission answered after 800 ms: %+v, %v; want Redis's decision", a, err)
+	}
+	if !l.down.Load() || l.downs.Load() != 1 {
+		t.Errorf("after a reply 800 ms late (slow wait 300 ms): down %v, %d downs; want counted down once", l.down.Load(), l.downs.Load())
+	}
+	if a, err := l.Admit(ctx, "192.0.2.50", "acc"); err != nil || a.Window.Degraded {
+		t.Errorf("admission with Redis answering again: %+v, %v; want Redis's decision", a, err)
+	}
+	if l.down.Load() {
+		t.Error("a call answered in time did not count Redis up (no probe runs)")
+	}
+}

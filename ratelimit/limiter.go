@@ -40,9 +40,9 @@ type Result struct {
 }
 
 // DefaultTimeout is the limiter's Redis budget per round trip while Redis
-// counts as down (50ms): a Redis outage costs a request that much before the
-// node decides alone. While Redis answers, a call waits up to SlowWait
-// (health.go).
+// counts as down and Run does not run (50ms); with Run, a node decides alone
+// at once while Redis counts as down. While Redis answers, a call waits up to
+// SlowWait (health.go).
 const DefaultTimeout = 50 * time.Millisecond
 
 // Config sizes the limits. Every field but Prefix must be set: New does not
@@ -60,9 +60,10 @@ type Config struct {
 	// Timeout bounds each Redis round trip while Redis counts as down,
 	// before the fallback decides (DefaultTimeout).
 	Timeout time.Duration
-	// SlowWait bounds each Redis round trip while Redis counts as up
+	// SlowWait is how long a call waits for Redis while Redis counts as up
 	// (DefaultSlowWait; zero: Timeout, Redis slow or down alike). A round
-	// trip that gets no reply within it counts Redis down (health.go).
+	// trip with no reply within it counts Redis down (health.go); a sent
+	// call may still wait up to the client's read timeout for its reply.
 	SlowWait time.Duration
 }
 
@@ -187,10 +188,10 @@ func (l *Limiter) Register(reg prometheus.Registerer) error {
 			Name: "marketdata_ratelimit_blocks_unconfirmed_total", Help: "Failed authentications that reached the limit and were answered before every node subscribed to first failures confirmed it had heard of the address (after 1 s): another node may have admitted the address's next request.",
 		}, func() float64 { return float64(l.unconfirmed.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "marketdata_ratelimit_decided_alone_total", Help: "Limit decisions (admissions, failed-authentication counts and block checks) the node made alone because Redis did not answer: limits then hold per node only (docs/api.md).",
+			Name: "marketdata_ratelimit_decided_alone_total", Help: "Limit decisions (admissions, failed-authentication counts and block checks) the node made alone, on its share of the limit: Redis gave no answer in time or counts as down, or the admission queue was full or the request ended first (docs/api.md).",
 		}, func() float64 { return float64(l.alone.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "marketdata_ratelimit_redis_down", Help: "1 while the limiter counts Redis as down (a call got no reply): limit calls then wait 50 ms for Redis, not 1 s, before deciding alone.",
+			Name: "marketdata_ratelimit_redis_down", Help: "1 while the limiter counts Redis as down (a call got no reply within 1 s): the node then decides limits alone at once, and probes Redis every 100 ms.",
 		}, func() float64 {
 			if l.down.Load() {
 				return 1
@@ -247,8 +248,9 @@ func (l *Limiter) Blocked(ctx context.Context, addr string) (bool, time.Duration
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, l.budget())
 	defer cancel()
+	began := time.Now()
 	ttl, err := l.rdb.Do(ctx, "PTTL", l.blockKey(addr)).Int64()
-	l.heardFrom(parent, err)
+	l.heardFrom(parent, began, err)
 	if err != nil {
 		l.alone.Add(1)
 		blocked, retry := l.fallback.blocked("af:"+addr, l.cfg.AuthFailLimit)
@@ -278,9 +280,10 @@ func (l *Limiter) FailOrBlocked(ctx context.Context, addr string) (bool, time.Du
 	var vals []int64
 	err := errRedisDown
 	if !l.decideAlone() {
+		began := time.Now()
 		vals, err = failOrBlockedScript.Run(ctx, l.rdb, []string{l.addressKey(addr), l.blockKey(addr)},
 			l.cfg.AuthFailWindow.Milliseconds(), l.cfg.AuthFailLimit, l.suspectsChannel(), addr).Int64Slice()
-		l.heardFrom(parent, err)
+		l.heardFrom(parent, began, err)
 	}
 	if err != nil {
 		l.alone.Add(1)

@@ -165,9 +165,9 @@ func runAPIOn(ctx context.Context, cfg *Config, b bound, noticeSubject string, l
 	}()
 	// The limiter waits for a slow Redis as a read does (1 s,
 	// ratelimit.DefaultSlowWait): deciding alone then would loosen the
-	// limits on a merely busy machine. Once a call got no answer, Redis
-	// counts as down and admission waits ratelimit.DefaultTimeout (50 ms)
-	// before deciding on the node's share, until Redis answers again.
+	// limits on a merely busy machine. Once a call got no answer within
+	// that, Redis counts as down and the node decides on its share at once
+	// (limiter.Run probes Redis every 100 ms) until every master answers.
 	limiter, err := ratelimit.New(rdb, ratelimit.Config{
 		Limit: cfg.RateLimit, Window: cfg.RateWindow,
 		AuthFailLimit: cfg.AuthFailLimit, AuthFailWindow: cfg.AuthFailWindow,

@@ -200,7 +200,8 @@ func (c *child) signal(sig syscall.Signal) {
 	if c.cmd == nil {
 		return
 	}
-	c.cmd.Process.Signal(sig) //nolint:errcheck // it may have exited
+	c.cmd.Process.Signal(sig)             //nolint:errcheck // it may have exited
+	c.cmd.Process.Signal(syscall.SIGCONT) //nolint:errcheck // a paused process takes sig only once it runs
 	select {
 	case <-c.done:
 	case <-time.After(20 * time.Second):
@@ -211,8 +212,8 @@ func (c *child) signal(sig syscall.Signal) {
 }
 
 // pause stops the process (SIGSTOP) without ending it: its connections stay
-// open and nothing answers on them until resume; the test's end resumes it
-// before killing it.
+// open and nothing answers on them until resume (signal continues a paused
+// process after sending its signal, so Stop and the test's end work on one).
 func (c *child) pause() {
 	c.t.Helper()
 	c.mu.Lock()
