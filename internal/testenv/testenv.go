@@ -153,6 +153,7 @@ func NATS(t testing.TB) (*nats.Conn, Streams) {
 	if err != nil {
 		Unavailable(t, "NATS", err)
 	}
+	keepAccountDir(nc)
 	id := Name("t")
 	up := strings.ToUpper(id)
 	s := Streams{
@@ -175,3 +176,26 @@ func NATS(t testing.TB) (*nats.Conn, Streams) {
 	})
 	return nc, s
 }
+
+// keepStream is a file stream the shared NATS keeps for as long as it runs:
+// nats-server (2.9) removes an account's store directory when its last file
+// stream is deleted, and a stream created at that moment fails with "error
+// creating store for stream" (mkdir …/$G/streams: no such file or
+// directory; CI saw it on 2026-11-28 while other packages' tests deleted
+// theirs). With this one never deleted, the directory stays.
+const keepStream = "MD_TESTENV_KEEP"
+
+// keepAccountDir makes sure keepStream exists (best effort: a failure here
+// is the race itself, and the next test's call tries again).
+func keepAccountDir(nc *nats.Conn) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{ //nolint:errcheck // best effort, see above
+		Name: keepStream, Subjects: []string{"mdtestenv.keep"}, Storage: jetstream.FileStorage, MaxMsgs: 1, MaxBytes: 1 << 10,
+	})
+}
+
