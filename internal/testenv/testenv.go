@@ -198,4 +198,3 @@ func keepAccountDir(nc *nats.Conn) {
 		Name: keepStream, Subjects: []string{"mdtestenv.keep"}, Storage: jetstream.FileStorage, MaxMsgs: 1, MaxBytes: 1 << 10,
 	})
 }
-
