@@ -280,3 +280,57 @@ func TestLateReplyCountsDown(t *testing.T) {
 		t.Error("a call answered in time did not count Redis up (no probe runs)")
 	}
 }
+
+// TestStreamSlotsFollowHealth: stream slots that follow a limiter's view of
+// Redis. Redis stopped for good: the open that finds it silent (the
+// client's read timeout) counts it down, and the opens after it are decided
+// by the node at once, where each waited the read timeout before; once
+// Redis runs again and the probe counts it up, opens are Redis's again.
+func TestStreamSlotsFollowHealth(t *testing.T) {
+	srv, nodes := slowRedisNodes(t, 1000, DefaultSlowWait, true)
+	l := nodes[0]
+	rdb, err := redisx.Open(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	slots, err := NewStreams(rdb, StreamsConfig{Limit: 5, Lease: 15 * time.Second, Prefix: "slow:", Timeout: DefaultTimeout}, func() int { return 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots.FollowHealth(l)
+	ctx := context.Background()
+	if ok, _, err := slots.Open(ctx, "acc", "s1"); !ok || err != nil {
+		t.Fatalf("open with Redis up: %v, %v; want Redis's yes", ok, err)
+	}
+
+	srv.Pause()
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			srv.Resume()
+		}
+	})
+	if _, _, err := slots.Open(ctx, "acc", "s2"); err == nil {
+		t.Error("open with Redis stopped: no error; want the node's own decision")
+	}
+	if !l.down.Load() {
+		t.Fatal("an open that found Redis silent did not count it down")
+	}
+	start := time.Now()
+	ok, _, err := slots.Open(ctx, "acc", "s3")
+	if took := time.Since(start); !ok || !errors.Is(err, errRedisDown) || took > 500*time.Millisecond {
+		t.Errorf("open with Redis counted down: %v, %v in %v; want the node's yes at once (errRedisDown)", ok, err, took)
+	}
+
+	srv.Resume()
+	resumed = true
+	for deadline := time.Now().Add(15 * time.Second); l.down.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Redis running again: not counted up within 15 s")
+		}
+	}
+	if ok, _, err := slots.Open(ctx, "acc", "s4"); !ok || err != nil {
+		t.Errorf("open with Redis up again: %v, %v; want Redis's yes", ok, err)
+	}
+}

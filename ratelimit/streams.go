@@ -66,6 +66,30 @@ type Streams struct {
 	open int
 
 	refused, decidedLocally, readded, renewFailures, closeFailures atomic.Uint64
+
+	// health, when set (FollowHealth), is the limiter whose view of Redis
+	// the slots share: its slow wait while Redis answers, deciding alone at
+	// once while it counts as down.
+	health *Limiter
+}
+
+// FollowHealth makes the slots share l's view of Redis (health.go): an open
+// waits up to l's slow wait for a Redis that answers, rather than
+// StreamsConfig.Timeout, and tells l whether Redis answered; while l counts
+// Redis down (and runs), opens are decided alone at once and renewals and
+// closes send nothing (renewal adds the slots back once Redis answers).
+// Call it before the slots are used.
+func (s *Streams) FollowHealth(l *Limiter) { s.health = l }
+
+// skipRedis reports whether calls to Redis are skipped: it counts as down.
+func (s *Streams) skipRedis() bool { return s.health != nil && s.health.decideAlone() }
+
+// budget is how long a call waits for Redis now.
+func (s *Streams) budget() time.Duration {
+	if s.health != nil {
+		return max(s.health.budget(), s.cfg.Timeout)
+	}
+	return s.cfg.Timeout
 }
 
 // NewStreams returns the stream counter on rdb, or an error naming the field
@@ -92,9 +116,20 @@ func (s *Streams) key(account string) string { return s.cfg.Prefix + "{st:" + ac
 // for an Open that timed out on the way back is renewed by no one and lapses
 // within Lease.
 func (s *Streams) Open(ctx context.Context, account, id string) (ok bool, retryAfter time.Duration, err error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
-	vals, err := openStreamScript.Run(ctx, s.rdb, []string{s.key(account)}, s.cfg.Limit, s.cfg.Lease.Milliseconds(), id).Int64Slice()
+	var vals []int64
+	if s.skipRedis() {
+		err = errRedisDown
+	} else {
+		parent := ctx
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.budget())
+		defer cancel()
+		began := time.Now()
+		vals, err = openStreamScript.Run(ctx, s.rdb, []string{s.key(account)}, s.cfg.Limit, s.cfg.Lease.Milliseconds(), id).Int64Slice()
+		if s.health != nil {
+			s.health.heardFrom(parent, began, err)
+		}
+	}
 	if err != nil {
 		s.decidedLocally.Add(1)
 		if ok = s.hold(account, id, s.fallback.share(s.cfg.Limit)); !ok {
@@ -155,7 +190,11 @@ func (s *Streams) Close(ctx context.Context, account, id string) {
 	if !s.release(account, id) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
+	if s.skipRedis() {
+		s.closeFailures.Add(1) // it lapses within Lease
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.budget())
 	defer cancel()
 	if err := s.rdb.ZRem(ctx, s.key(account), id).Err(); err != nil {
 		s.closeFailures.Add(1)
@@ -193,6 +232,12 @@ func (s *Streams) renew(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
+	if s.skipRedis() {
+		// Nothing would answer: the first renewal after Redis is back adds
+		// the slots again (their leases may have lapsed meanwhile).
+		s.renewFailures.Add(uint64(len(all)))
+		return
+	}
 	for len(all) > 0 && ctx.Err() == nil {
 		n := min(len(all), renewBatch)
 		s.renewOnce(ctx, all[:n])
@@ -201,7 +246,7 @@ func (s *Streams) renew(ctx context.Context) {
 }
 
 func (s *Streams) renewOnce(ctx context.Context, batch []stream) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.budget())
 	defer cancel()
 	// Each account's script arguments: the lease, then its stream ids.
 	args := map[string][]any{}

@@ -186,6 +186,7 @@ func runAPIOn(ctx context.Context, cfg *Config, b bound, noticeSubject string, l
 	if err != nil {
 		return err
 	}
+	slots.FollowHealth(limiter) // one view of Redis: slow is not down
 	if err := slots.Register(reg); err != nil {
 		return err
 	}
