@@ -282,8 +282,8 @@ func TestLateReplyCountsDown(t *testing.T) {
 }
 
 // TestStreamSlotsFollowHealth: stream slots that follow a limiter's view of
-// Redis. Redis stopped for good: the open that finds it silent (the
-// client's read timeout) counts it down, and the opens after it are decided
+// Redis. Redis stopped: the open that finds it silent (the client's read
+// timeout) counts it down, and the opens after it are decided
 // by the node at once, where each waited the read timeout before; once
 // Redis runs again and the probe counts it up, opens are Redis's again.
 func TestStreamSlotsFollowHealth(t *testing.T) {
@@ -332,5 +332,101 @@ func TestStreamSlotsFollowHealth(t *testing.T) {
 	}
 	if ok, _, err := slots.Open(ctx, "acc", "s4"); !ok || err != nil {
 		t.Errorf("open with Redis up again: %v, %v; want Redis's yes", ok, err)
+	}
+}
+
+// downLimiter is a running limiter whose own Redis is a closed port: it
+// counts Redis down at its first call, as when one master of a Redis
+// Cluster is down, while the stream slots' Redis keeps answering.
+func downLimiter(t *testing.T) *Limiter {
+	t.Helper()
+	dead := redis.NewClient(&redis.Options{Addr: testenv.ClosedPort(t), MaxRetries: -1})
+	t.Cleanup(func() { dead.Close() })
+	l, err := New(dead, Config{Limit: 10, Window: time.Minute, AuthFailLimit: 20, AuthFailWindow: time.Minute,
+		Prefix: "x:", Timeout: DefaultTimeout, SlowWait: DefaultSlowWait}, func() int { return 2 }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for !l.running.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	l.Blocked(context.Background(), "192.0.2.1") //nolint:errcheck // it only has to find Redis gone
+	if !l.decideAlone() {
+		t.Fatal("a limiter whose Redis is a closed port did not count it down")
+	}
+	return l
+}
+
+// slotNodes are two nodes' stream slots on one private Redis (limit and
+// lease as given); the first follows a limiter that counts Redis down.
+func slotNodes(t *testing.T, limit int, lease time.Duration) (a, b *Streams) {
+	t.Helper()
+	srv := testenv.StartRedis(t)
+	cfg := StreamsConfig{Limit: limit, Lease: lease, Prefix: "r:", Timeout: DefaultTimeout}
+	var nodes []*Streams
+	for range 2 {
+		rdb, err := redisx.Open(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rdb.Close() })
+		s, err := NewStreams(rdb, cfg, func() int { return 2 })
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, s)
+	}
+	return nodes[0], nodes[1]
+}
+
+// TestSlotsRenewedWhileCountedDown: a node whose limiter counts Redis down
+// still renews its streams' slots where Redis answers (a slow Redis, or a
+// cluster with another master down), so another node cannot admit streams
+// over the limit once the leases would have lapsed. The first version
+// skipped renewals while down: after two leases the other node admitted 2
+// more of a limit of 2.
+func TestSlotsRenewedWhileCountedDown(t *testing.T) {
+	const lease = 600 * time.Millisecond
+	a, b := slotNodes(t, 2, lease)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for _, id := range []string{"a1", "a2"} {
+		if ok, _, err := a.Open(ctx, "acc", id); !ok || err != nil {
+			t.Fatalf("node a, open %s with Redis up: %v, %v", id, ok, err)
+		}
+	}
+	a.FollowHealth(downLimiter(t))
+	go a.Run(ctx)
+	go b.Run(ctx)
+	time.Sleep(3 * lease)
+	n := 0
+	for _, id := range []string{"b1", "b2", "b3"} {
+		if ok, _, err := b.Open(ctx, "acc", id); ok && err == nil {
+			n++
+		}
+	}
+	if n > 0 {
+		t.Errorf("node a holds 2 streams of a limit of 2; node b was admitted %d more by Redis", n)
+	}
+}
+
+// TestSlotClosedWhileCountedDown: a stream closed on a node whose limiter
+// counts Redis down frees its slot in Redis at once where Redis answers:
+// another node admits the account's next stream. The first version skipped
+// the close, and the slot held the account at its limit for up to a lease.
+func TestSlotClosedWhileCountedDown(t *testing.T) {
+	a, b := slotNodes(t, 1, 15*time.Second)
+	ctx := context.Background()
+	if ok, _, err := a.Open(ctx, "acc", "a1"); !ok || err != nil {
+		t.Fatalf("node a, open with Redis up: %v, %v", ok, err)
+	}
+	a.FollowHealth(downLimiter(t))
+	a.Close(ctx, "acc", "a1")
+	if ok, retry, err := b.Open(ctx, "acc", "b1"); !ok || err != nil {
+		t.Errorf("node b, open after a closed its stream: %v (retry %v), %v; want Redis's yes", ok, retry, err)
 	}
 }

@@ -68,26 +68,31 @@ type Streams struct {
 	refused, decidedLocally, readded, renewFailures, closeFailures atomic.Uint64
 
 	// health, when set (FollowHealth), is the limiter whose view of Redis
-	// the slots share: its slow wait while Redis answers, deciding alone at
-	// once while it counts as down.
-	health *Limiter
+	// the slots' opens share: its slow wait while Redis answers, deciding
+	// alone at once while it counts as down.
+	health atomic.Pointer[Limiter]
 }
 
-// FollowHealth makes the slots share l's view of Redis (health.go): an open
-// waits up to l's slow wait for a Redis that answers, rather than
-// StreamsConfig.Timeout, and tells l whether Redis answered; while l counts
-// Redis down (and runs), opens are decided alone at once and renewals and
-// closes send nothing (renewal adds the slots back once Redis answers).
-// Call it before the slots are used.
-func (s *Streams) FollowHealth(l *Limiter) { s.health = l }
+// FollowHealth makes the slots' opens share l's view of Redis (health.go):
+// an open waits for a Redis that answers as long as l's calls do (its slow
+// wait; a sent call, up to the client's read timeout) and tells l whether
+// Redis answered; while l counts Redis down (and runs), opens are decided
+// alone at once. Renewals and closes still go to Redis: they run off the
+// request path, and where Redis answers (a slow Redis, the healthy shards of
+// a cluster) they keep the count right; a renewal stops at its first batch
+// that got no reply at all.
+func (s *Streams) FollowHealth(l *Limiter) { s.health.Store(l) }
 
 // skipRedis reports whether calls to Redis are skipped: it counts as down.
-func (s *Streams) skipRedis() bool { return s.health != nil && s.health.decideAlone() }
+func (s *Streams) skipRedis() bool {
+	h := s.health.Load()
+	return h != nil && h.decideAlone()
+}
 
 // budget is how long a call waits for Redis now.
 func (s *Streams) budget() time.Duration {
-	if s.health != nil {
-		return max(s.health.budget(), s.cfg.Timeout)
+	if h := s.health.Load(); h != nil {
+		return max(h.budget(), s.cfg.Timeout)
 	}
 	return s.cfg.Timeout
 }
@@ -126,8 +131,8 @@ func (s *Streams) Open(ctx context.Context, account, id string) (ok bool, retryA
 		defer cancel()
 		began := time.Now()
 		vals, err = openStreamScript.Run(ctx, s.rdb, []string{s.key(account)}, s.cfg.Limit, s.cfg.Lease.Milliseconds(), id).Int64Slice()
-		if s.health != nil {
-			s.health.heardFrom(parent, began, err)
+		if h := s.health.Load(); h != nil {
+			h.heardFrom(parent, began, err)
 		}
 	}
 	if err != nil {
@@ -190,10 +195,6 @@ func (s *Streams) Close(ctx context.Context, account, id string) {
 	if !s.release(account, id) {
 		return
 	}
-	if s.skipRedis() {
-		s.closeFailures.Add(1) // it lapses within Lease
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.budget())
 	defer cancel()
 	if err := s.rdb.ZRem(ctx, s.key(account), id).Err(); err != nil {
@@ -232,20 +233,18 @@ func (s *Streams) renew(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
-	if s.skipRedis() {
-		// Nothing would answer: the first renewal after Redis is back adds
-		// the slots again (their leases may have lapsed meanwhile).
-		s.renewFailures.Add(uint64(len(all)))
-		return
-	}
 	for len(all) > 0 && ctx.Err() == nil {
 		n := min(len(all), renewBatch)
-		s.renewOnce(ctx, all[:n])
+		if !s.renewOnce(ctx, all[:n]) {
+			// No reply at all: the rest would wait as long; next tick.
+			s.renewFailures.Add(uint64(len(all) - n))
+			return
+		}
 		all = all[n:]
 	}
 }
 
-func (s *Streams) renewOnce(ctx context.Context, batch []stream) {
+func (s *Streams) renewOnce(ctx context.Context, batch []stream) (answered bool) {
 	ctx, cancel := context.WithTimeout(ctx, s.budget())
 	defer cancel()
 	// Each account's script arguments: the lease, then its stream ids.
@@ -278,7 +277,9 @@ func (s *Streams) renewOnce(ctx context.Context, batch []stream) {
 	for account, cmd := range cmds {
 		if n, err := cmd.Int64(); err != nil {
 			s.renewFailures.Add(uint64(len(args[account]) - 1))
+			answered = answered || !unreached(err)
 		} else {
+			answered = true
 			s.readded.Add(uint64(n))
 		}
 	}
@@ -299,6 +300,7 @@ func (s *Streams) renewOnce(ctx context.Context, batch []stream) {
 		}
 		p.Exec(ctx) //nolint:errcheck // best effort: an unremoved slot lapses within Lease
 	}
+	return answered
 }
 
 // Register adds the stream counter's metrics to reg.
@@ -311,7 +313,7 @@ func (s *Streams) Register(reg prometheus.Registerer) error {
 			Name: "marketdata_streams_refused_total", Help: "Stream opens refused: the account had its limit of open streams.",
 		}, func() float64 { return float64(s.refused.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "marketdata_streams_decided_locally_total", Help: "Stream opens this node decided alone (Redis did not answer), against its share of the limit.",
+			Name: "marketdata_streams_decided_locally_total", Help: "Stream opens this node decided alone (Redis did not answer, or the limiter counts it down), against its share of the limit.",
 		}, func() float64 { return float64(s.decidedLocally.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "marketdata_streams_readded_total", Help: "Stream slots Redis had lost (flush, restart, failover, or opened during an outage) that renewal added back.",
